@@ -1,0 +1,224 @@
+//! The command line every server shares, CPU lists and affinity, and how a server speaks
+//! on stderr: one start-up line, one line per error.
+
+use std::fmt::Display;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+
+use clap::error::ErrorKind;
+use clap::Parser;
+
+/// Flags shared by every server; each server flattens this into its own `Args`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Port to listen on (0 picks a free one; the start-up line names it).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Workers (processes, threads or shards, as the architecture has them).
+    /// Default: the --cpus count, else the number of CPUs this process may run on.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub workers: Option<u32>,
+    /// Pin worker i to the i-th CPU of this list (e.g. 0,2-3); wraps around.
+    #[arg(long)]
+    pub cpus: Option<CpuList>,
+    /// Listen backlog.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..))]
+    pub backlog: i32,
+    /// On stop, each worker prints one JSON line to stderr: index, pid, tid, requests,
+    /// connections.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// The shared flags, checked and with defaults filled in.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub workers: usize,
+    /// CPUs to pin workers to, in order; empty when `--cpus` was not given.
+    pub cpus: Vec<usize>,
+    pub backlog: i32,
+    pub stats: bool,
+}
+
+impl Config {
+    /// The CPU worker `index` is pinned to, if pinning was asked for.
+    pub fn cpu_for(&self, index: usize) -> Option<usize> {
+        (!self.cpus.is_empty()).then(|| self.cpus[index % self.cpus.len()])
+    }
+}
+
+impl ServerArgs {
+    /// Checks the flags against this machine and fills in defaults; a problem is one line.
+    pub fn resolve(&self) -> Result<Config, String> {
+        let allowed = allowed_cpus();
+        let cpus = match &self.cpus {
+            Some(list) => {
+                if let Some(bad) = list.0.iter().find(|c| !allowed.contains(c)) {
+                    return Err(format!(
+                        "--cpus: CPU {bad} is not available to this process (allowed: {})",
+                        CpuList(allowed)
+                    ));
+                }
+                list.0.clone()
+            }
+            None => Vec::new(),
+        };
+        let workers = match self.workers {
+            Some(n) => n as usize,
+            None if !cpus.is_empty() => cpus.len(),
+            None => allowed.len().max(1),
+        };
+        Ok(Config {
+            addr: SocketAddr::new(self.bind, self.port),
+            workers,
+            cpus,
+            backlog: self.backlog,
+            stats: self.stats,
+        })
+    }
+}
+
+/// A list of CPU numbers: `0,2,4-7`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl FromStr for CpuList {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut cpus = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            let bad = || format!("'{part}' is not a CPU number or range (e.g. 0,2-3)");
+            match part.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b): (usize, usize) =
+                        (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                    if a > b {
+                        return Err(bad());
+                    }
+                    cpus.extend(a..=b);
+                }
+                None => cpus.push(part.parse().map_err(|_| bad())?),
+            }
+        }
+        if cpus.is_empty() || cpus.len() > libc::CPU_SETSIZE as usize {
+            return Err("empty or oversized CPU list".into());
+        }
+        Ok(CpuList(cpus))
+    }
+}
+
+impl Display for CpuList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(usize::to_string).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// The CPUs the calling thread may run on (its affinity mask, which `taskset` sets).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the size passed matches it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Pins the calling thread (and, before any other thread exists, its whole process and
+/// every thread it later starts) to one CPU.
+pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: the set is initialised by CPU_ZERO/CPU_SET and its size passed with it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Parses the command line. `--help`/`--version` print and exit 0; any other problem is
+/// one line on stderr and exit status 2 — a person or a script sees what was wrong without
+/// a usage dump or a backtrace.
+pub fn parse<T: Parser>() -> T {
+    match T::try_parse() {
+        Ok(args) => args,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            e.exit()
+        }
+        Err(e) => {
+            let rendered = e.render().to_string();
+            let first = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            let name = T::command().get_name().to_string();
+            eprintln!(
+                "{name}: {} (see --help)",
+                first.trim_start_matches("error: ")
+            );
+            std::process::exit(2)
+        }
+    }
+}
+
+/// Reports a fatal start-up problem (busy port, bad CPU list) on one line and exits 1.
+pub fn fail(arch: &str, message: impl Display) -> ! {
+    eprintln!("{arch}: error: {message}");
+    std::process::exit(1)
+}
+
+/// The start-up line. Tests and the bench harness read the address from it, which is how
+/// `--port 0` works: `ARCH: listening on http://ADDR/ — DETAILS`.
+pub fn announce(arch: &str, addr: SocketAddr, details: impl Display) {
+    eprintln!("{arch}: listening on http://{addr}/ — {details}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!("0,2-4".parse::<CpuList>().unwrap().0, vec![0, 2, 3, 4]);
+        assert!("3-1".parse::<CpuList>().is_err());
+        assert!("a".parse::<CpuList>().is_err());
+        assert!("".parse::<CpuList>().is_err());
+        assert_eq!(CpuList(vec![1, 3]).to_string(), "1,3");
+    }
+
+    #[test]
+    fn default_workers_follow_affinity() {
+        let args = ServerArgs {
+            bind: "127.0.0.1".parse().unwrap(),
+            port: 0,
+            workers: None,
+            cpus: None,
+            backlog: 16,
+            stats: false,
+        };
+        assert_eq!(args.resolve().unwrap().workers, allowed_cpus().len());
+        let pinned = ServerArgs {
+            cpus: Some(CpuList(vec![allowed_cpus()[0]])),
+            ..args.clone()
+        };
+        let cfg = pinned.resolve().unwrap();
+        assert_eq!((cfg.workers, cfg.cpu_for(3)), (1, Some(allowed_cpus()[0])));
+        let bad = ServerArgs {
+            cpus: Some(CpuList(vec![100_000 % 1024])),
+            ..args
+        };
+        assert!(bad.resolve().unwrap_err().contains("not available"));
+    }
+}

@@ -1,0 +1,39 @@
+//! # common — the one handler crate every archzoo server shares
+//!
+//! archzoo compares runtime *architectures*. For the comparison to mean anything, everything
+//! that is not the architecture must be identical: the bytes parsed, the rules applied, the
+//! handler run, the bytes written. That all lives here; a server crate adds only its
+//! concurrency model (who accepts, who reads, who waits, how work moves between threads).
+//!
+//! # Layout
+//!
+//! - [`codec`] — the HTTP/1.x connection state machine ([`codec::Conn`]): an input buffer,
+//!   incremental parsing with `httparse`, body framing (Content-Length and chunked, read and
+//!   discarded), keep-alive rules, limits and error statuses, and an output buffer that
+//!   collects every response of a pipelined batch so the runtime writes it once. It does no
+//!   I/O: each runtime feeds it bytes and flushes what it produced.
+//! - [`response`] — response serialisation and the per-thread cached `Date` header.
+//! - [`routes`] — the handler: request in, [`routes::Reply`] out. A reply may ask the runtime
+//!   to *wait* before it is sent, which is how each runtime plugs in its own native timer
+//!   without the handler knowing which runtime it runs on.
+//! - [`listener`] — listening sockets built with socket2 (backlog, SO_REUSEADDR,
+//!   SO_REUSEPORT, non-blocking) and the per-connection socket options.
+//! - [`linger`] — closing after an error without the kernel discarding the answer.
+//! - [`supervisor`] — the master process of multi-process servers: fork N workers, restart
+//!   the ones that die, stop them gracefully on SIGTERM/SIGINT.
+//! - [`shutdown`] — how a worker *process* learns it must stop, without racing its blocking
+//!   system calls.
+//! - [`cli`] — the flags every server shares, CPU lists and affinity, the start-up line, and
+//!   one-line errors.
+//! - [`stats`] — per-worker request and connection counters (thread-local, lock-free) and
+//!   the JSON lines printed with `--stats`.
+
+pub mod cli;
+pub mod codec;
+pub mod linger;
+pub mod listener;
+pub mod response;
+pub mod routes;
+pub mod shutdown;
+pub mod stats;
+pub mod supervisor;

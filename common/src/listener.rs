@@ -1,0 +1,124 @@
+//! Listening sockets, built the same way for every server (socket2).
+//!
+//! SO_REUSEADDR is always set so a restarted server can bind while old connections sit in
+//! TIME_WAIT. SO_REUSEPORT is the switch between the two accept designs archzoo compares:
+//! one socket shared by every worker (one accept queue, any worker may take any
+//! connection) or one socket per worker (the kernel hashes each new connection to one
+//! worker's queue).
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+
+/// How to build a listening socket.
+#[derive(Debug, Clone)]
+pub struct ListenOptions {
+    pub addr: SocketAddr,
+    pub backlog: i32,
+    pub reuse_port: bool,
+    pub nonblocking: bool,
+    pub accept_timeout: Option<Duration>,
+}
+
+impl ListenOptions {
+    /// Blocking, backlog 1024, no SO_REUSEPORT.
+    pub fn new(addr: SocketAddr) -> Self {
+        ListenOptions {
+            addr,
+            backlog: 1024,
+            reuse_port: false,
+            nonblocking: false,
+            accept_timeout: None,
+        }
+    }
+
+    pub fn backlog(mut self, backlog: i32) -> Self {
+        self.backlog = backlog;
+        self
+    }
+
+    /// SO_REUSEPORT: several sockets may listen on the same address and port.
+    pub fn reuse_port(mut self, on: bool) -> Self {
+        self.reuse_port = on;
+        self
+    }
+
+    /// O_NONBLOCK, for event loops.
+    pub fn nonblocking(mut self, on: bool) -> Self {
+        self.nonblocking = on;
+        self
+    }
+
+    /// SO_RCVTIMEO on the listener: a blocking `accept` returns `WouldBlock` after this long
+    /// with no connection, so a blocking worker re-checks its stop flag periodically.
+    pub fn accept_timeout(mut self, timeout: Duration) -> Self {
+        self.accept_timeout = Some(timeout);
+        self
+    }
+
+    /// Creates the socket and binds it, without listening yet.
+    pub fn bind_socket(&self) -> io::Result<Socket> {
+        let socket = Socket::new(
+            Domain::for_address(self.addr),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        if self.reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.set_nonblocking(self.nonblocking)?;
+        if let Some(timeout) = self.accept_timeout {
+            socket.set_read_timeout(Some(timeout))?;
+        }
+        socket.bind(&self.addr.into())?;
+        Ok(socket)
+    }
+
+    /// Binds and listens.
+    pub fn bind(&self) -> io::Result<TcpListener> {
+        let socket = self.bind_socket()?;
+        socket.listen(self.backlog)?;
+        Ok(socket.into())
+    }
+}
+
+/// Per-connection options every server sets on an accepted socket: TCP_NODELAY, so a
+/// response is not held back by Nagle's algorithm waiting for the client's delayed ACK.
+pub fn tune_accepted(stream: &impl AsFd) -> io::Result<()> {
+    SockRef::from(stream).set_tcp_nodelay(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_reuseport_sockets_share_a_port() {
+        let first = ListenOptions::new("127.0.0.1:0".parse().unwrap())
+            .reuse_port(true)
+            .bind()
+            .unwrap();
+        let addr = first.local_addr().unwrap();
+        let second = ListenOptions::new(addr).reuse_port(true).bind();
+        assert!(second.is_ok());
+        let plain = ListenOptions::new(addr).bind();
+        assert_eq!(plain.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
+    fn accept_timeout_returns_would_block() {
+        let l = ListenOptions::new("127.0.0.1:0".parse().unwrap())
+            .accept_timeout(Duration::from_millis(50))
+            .bind()
+            .unwrap();
+        let err = l.accept().unwrap_err();
+        assert!(matches!(
+            err.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ));
+    }
+}

@@ -1,0 +1,75 @@
+//! The handler: the routes every server answers, identically.
+//!
+//! A handler is a plain function from a parsed [`Request`] to a [`Reply`]. It never sees a
+//! socket or a runtime. Routes that must *wait* (an I/O-bound workload such as `/sleep`)
+//! do not block inside the handler: they return a reply that carries the wait, and the
+//! runtime performs it natively — a thread sleep in a blocking worker, a timer in an epoll
+//! loop, a coroutine sleep, a tokio or glommio timer — then sends the response. That keeps
+//! one handler for all architectures while letting each one wait the way it really would.
+//!
+//! CPU-bound or synchronous work (a computation, a blocking database call) simply runs in
+//! the handler, on whatever thread the runtime called it from; that is the point of such a
+//! workload: it shows what each architecture does when a handler occupies its thread.
+
+use std::time::Duration;
+
+use crate::codec::Request;
+use crate::response::{Body, Response};
+
+/// The benchmark posts' body: 13 bytes.
+pub const HELLO: &[u8] = b"hello, world!";
+
+/// A handler: request in, reply out. A plain `fn` so that a connection can carry it
+/// without a generic parameter or a virtual call on the hot path being hidden anywhere.
+pub type Handler = fn(&Request) -> Reply;
+
+/// What a handler decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub response: Response,
+    /// Send the response only after this much time has passed, waiting the runtime's way.
+    pub wait: Option<Duration>,
+}
+
+impl Reply {
+    /// Send `response` as soon as possible.
+    pub fn now(response: Response) -> Self {
+        Reply {
+            response,
+            wait: None,
+        }
+    }
+
+    /// Send `response` after `wait`, without occupying the thread if the runtime can avoid it.
+    pub fn after(wait: Duration, response: Response) -> Self {
+        Reply {
+            response,
+            wait: Some(wait),
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Message {
+    message: &'static str,
+}
+
+/// The raw stack: the routes with nothing in between.
+///
+/// - `/` and `/plaintext` → `hello, world!` (text/plain)
+/// - `/json` → `{"message":"Hello, World!"}` (application/json, serialised per request as
+///   TechEmpower's rules ask, so the serialiser's cost is part of the workload)
+/// - anything else → 404
+pub fn handle(req: &Request) -> Reply {
+    match req.path() {
+        "/" | "/plaintext" => Reply::now(Response::new(200, "text/plain", Body::Static(HELLO))),
+        "/json" => {
+            let body = serde_json::to_vec(&Message {
+                message: "Hello, World!",
+            })
+            .unwrap_or_default();
+            Reply::now(Response::new(200, "application/json", Body::Owned(body)))
+        }
+        _ => Reply::now(Response::text(404, "not found\n")),
+    }
+}

@@ -1,0 +1,239 @@
+//! The master process of a multi-process server.
+//!
+//! ```text
+//!   master ── blocks SIGTERM/SIGINT/SIGCHLD, waits for them with sigtimedwait
+//!     ├── fork ─► worker 0  (PR_SET_PDEATHSIG=SIGKILL, optional CPU pin, own handlers)
+//!     ├── fork ─► worker 1
+//!     └── …
+//! ```
+//!
+//! - A worker that dies is logged and restarted in the same slot (same index, same CPU);
+//!   a worker that crash-loops is restarted at most every 100 ms.
+//! - A worker that returns an error (it could not bind, say) is fatal: the master stops the
+//!   others and exits 1, so a misconfiguration is one clear line, not a restart storm.
+//! - SIGTERM or SIGINT: every worker gets SIGTERM, stops accepting, finishes what it holds
+//!   and exits; the master exits 0 once all are reaped, or SIGKILLs the rest after a 5 s
+//!   grace. A second signal kills at once.
+//! - Workers die with the master (PR_SET_PDEATHSIG), even when it is SIGKILLed.
+//!
+//! The master takes its signals synchronously (blocked, then `sigtimedwait`), so it has no
+//! signal handler and no async-signal-safety concerns; workers unblock them after `fork`.
+
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use crate::{cli, stats};
+
+/// Exit status of a worker that failed in a way a restart will not fix.
+pub const EXIT_FATAL: i32 = 3;
+/// How long stopping workers get before they are killed.
+pub const GRACE: Duration = Duration::from_secs(5);
+const RESTART_MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+struct Slot {
+    pid: Option<libc::pid_t>,
+    started: Instant,
+}
+
+/// Forks and watches `workers` processes, each running `worker(index)`.
+pub struct Supervisor<F: FnMut(usize) -> Result<(), String>> {
+    arch: &'static str,
+    worker: F,
+    cpus: Vec<usize>,
+    slots: Vec<Slot>,
+    signals: libc::sigset_t,
+}
+
+impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
+    /// Forks every worker. Call it while the process is still single-threaded.
+    pub fn start(
+        arch: &'static str,
+        workers: usize,
+        cpus: Vec<usize>,
+        worker: F,
+    ) -> io::Result<Self> {
+        // SAFETY: the sigset is initialised by sigemptyset before use.
+        let signals = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGCHLD] {
+                libc::sigaddset(&mut set, s);
+            }
+            // Blocked before the first fork, so no signal is lost between fork and wait.
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            set
+        };
+        let mut sup = Supervisor {
+            arch,
+            worker,
+            cpus,
+            slots: Vec::new(),
+            signals,
+        };
+        for index in 0..workers {
+            let pid = sup.spawn(index)?;
+            sup.slots.push(Slot {
+                pid: Some(pid),
+                started: Instant::now(),
+            });
+        }
+        Ok(sup)
+    }
+
+    /// The workers' pids, by index.
+    pub fn pids(&self) -> Vec<libc::pid_t> {
+        self.slots.iter().filter_map(|s| s.pid).collect()
+    }
+
+    fn spawn(&mut self, index: usize) -> io::Result<libc::pid_t> {
+        // SAFETY: getpid/fork have no preconditions; the master is single-threaded, so the
+        // child's copy of the address space is consistent.
+        let (parent, pid) = unsafe { (libc::getpid(), libc::fork()) };
+        match pid {
+            -1 => Err(io::Error::last_os_error()),
+            0 => self.child(parent, index),
+            pid => Ok(pid),
+        }
+    }
+
+    /// Runs in the forked child; never returns.
+    fn child(&mut self, parent: libc::pid_t, index: usize) -> ! {
+        // SAFETY: plain system calls on this process's own state.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                // The master died between fork and prctl.
+                libc::_exit(0);
+            }
+            libc::sigprocmask(libc::SIG_UNBLOCK, &self.signals, std::ptr::null_mut());
+        }
+        if !self.cpus.is_empty() {
+            let cpu = self.cpus[index % self.cpus.len()];
+            if let Err(e) = cli::pin_current_thread(cpu) {
+                eprintln!(
+                    "{}: worker {index}: cannot pin to CPU {cpu}: {e}",
+                    self.arch
+                );
+            }
+        }
+        stats::set_worker_index(index);
+        let code = match catch_unwind(AssertUnwindSafe(|| (self.worker)(index))) {
+            Ok(Ok(())) => 0,
+            Ok(Err(message)) => {
+                eprintln!("{}: worker {index}: {message}", self.arch);
+                EXIT_FATAL
+            }
+            Err(_) => 101, // the panic message was already printed
+        };
+        std::process::exit(code)
+    }
+
+    /// Watches the workers until a stop; returns the master's exit status.
+    pub fn run(mut self) -> i32 {
+        let mut stop_at: Option<Instant> = None;
+        let mut killed = false;
+        let mut fatal = false;
+        loop {
+            self.reap(stop_at.is_some(), &mut fatal);
+            if fatal && stop_at.is_none() {
+                stop_at = Some(Instant::now());
+                self.signal_all(libc::SIGTERM);
+            }
+            if stop_at.is_some() && self.slots.iter().all(|s| s.pid.is_none()) {
+                return if fatal { 1 } else { 0 };
+            }
+            let timeout = match stop_at {
+                Some(t) => (t + GRACE).saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(1),
+            };
+            if stop_at.is_some() && timeout.is_zero() && !killed {
+                eprintln!(
+                    "{}: workers still busy after {GRACE:?}; killing them",
+                    self.arch
+                );
+                self.signal_all(libc::SIGKILL);
+                killed = true;
+            }
+            match self.wait_signal(timeout.max(Duration::from_millis(10))) {
+                Some(libc::SIGTERM | libc::SIGINT) if stop_at.is_none() => {
+                    stop_at = Some(Instant::now());
+                    self.signal_all(libc::SIGTERM);
+                }
+                Some(libc::SIGTERM | libc::SIGINT) => {
+                    self.signal_all(libc::SIGKILL);
+                    killed = true;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn wait_signal(&self, timeout: Duration) -> Option<libc::c_int> {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: valid set and timespec; a null siginfo is allowed.
+        let sig = unsafe { libc::sigtimedwait(&self.signals, std::ptr::null_mut(), &ts) };
+        (sig > 0).then_some(sig)
+    }
+
+    fn signal_all(&self, signal: libc::c_int) {
+        for pid in self.slots.iter().filter_map(|s| s.pid) {
+            // SAFETY: kill has no memory-safety preconditions; pid is our unreaped child.
+            unsafe { libc::kill(pid, signal) };
+        }
+    }
+
+    /// Collects every exited worker; restarts it unless stopping or the exit was fatal.
+    fn reap(&mut self, stopping: bool, fatal: &mut bool) {
+        loop {
+            let mut status = 0;
+            // SAFETY: status is a valid out-pointer.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                return;
+            }
+            let Some(index) = self.slots.iter().position(|s| s.pid == Some(pid)) else {
+                continue;
+            };
+            self.slots[index].pid = None;
+            if stopping || *fatal {
+                continue;
+            }
+            let how = describe(status);
+            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == EXIT_FATAL {
+                eprintln!("{}: worker {index} (pid {pid}) failed; stopping", self.arch);
+                *fatal = true;
+                continue;
+            }
+            eprintln!(
+                "{}: worker {index} (pid {pid}) {how}; restarting",
+                self.arch
+            );
+            let since = self.slots[index].started.elapsed();
+            if since < RESTART_MIN_INTERVAL {
+                std::thread::sleep(RESTART_MIN_INTERVAL - since);
+            }
+            match self.spawn(index) {
+                Ok(new) => {
+                    self.slots[index] = Slot {
+                        pid: Some(new),
+                        started: Instant::now(),
+                    };
+                    eprintln!("{}: worker {index} restarted as pid {new}", self.arch);
+                }
+                Err(e) => eprintln!("{}: cannot restart worker {index}: {e}", self.arch),
+            }
+        }
+    }
+}
+
+fn describe(status: libc::c_int) -> String {
+    if libc::WIFSIGNALED(status) {
+        format!("was killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("exited with status {}", libc::WEXITSTATUS(status))
+    }
+}

@@ -1,0 +1,525 @@
+//! The rules, one function each, named after the rule it pins down. Each starts its own
+//! server, so a failure names exactly one server and one rule.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+use crate::{field, run_client, Client, Response, Server, Spec};
+
+const HELLO: &str = "hello, world!";
+const JSON: &str = r#"{"message":"Hello, World!"}"#;
+const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n";
+
+/// The headers every response carries: Server, a current IMF-fixdate Date, Content-Type,
+/// and a Content-Length equal to the body's length.
+fn assert_standard_headers(r: &Response) {
+    assert_eq!(r.header("Server"), Some("archzoo"), "{r:?}");
+    let date = r.header("Date").unwrap_or_else(|| panic!("no Date: {r:?}"));
+    let when = httpdate::parse_http_date(date).unwrap_or_else(|_| panic!("bad Date {date:?}"));
+    let skew = match SystemTime::now().duration_since(when) {
+        Ok(d) => d,
+        Err(e) => e.duration(),
+    };
+    assert!(
+        skew < Duration::from_secs(3),
+        "Date {date:?} is {skew:?} off"
+    );
+    assert!(r.header("Content-Type").is_some(), "no Content-Type: {r:?}");
+}
+
+fn assert_hello(r: &Response) {
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.status_line, "HTTP/1.1 200 OK");
+    assert_standard_headers(r);
+    assert_eq!(r.header("Content-Type"), Some("text/plain"));
+    assert_eq!(r.header("Content-Length"), Some("13"));
+    assert_eq!(r.body_str(), HELLO);
+}
+
+/// A fresh connection still gets hello world: the server survived whatever came before.
+fn assert_still_serves(server: &Server) {
+    let mut c = server.connect();
+    assert_hello(&c.get("/"));
+}
+
+pub fn root_returns_hello_world(s: &Spec) {
+    let server = Server::start(s, &[]);
+    assert_hello(&server.connect().get("/"));
+}
+
+pub fn plaintext_returns_hello_world(s: &Spec) {
+    let server = Server::start(s, &[]);
+    assert_hello(&server.connect().get("/plaintext"));
+}
+
+pub fn json_returns_message(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let r = server.connect().get("/json");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_standard_headers(&r);
+    assert_eq!(r.header("Content-Type"), Some("application/json"));
+    assert_eq!(r.body_str(), JSON);
+}
+
+pub fn unknown_path_is_404(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    let r = c.get("/no/such/thing");
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_standard_headers(&r);
+    // A 404 is an ordinary answer: the connection stays usable.
+    assert_hello(&c.get("/"));
+}
+
+pub fn date_header_is_refreshed_every_second(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    let first = c.get("/").header("Date").unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = c.get("/");
+    assert_standard_headers(&second);
+    assert_ne!(second.header("Date").unwrap(), first);
+}
+
+pub fn http11_keeps_alive_by_default(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    for _ in 0..3 {
+        let r = c.get("/");
+        assert_hello(&r);
+        assert_eq!(r.header("Connection"), None);
+    }
+    c.expect_open(Duration::from_millis(200));
+    assert_hello(&c.get("/"));
+}
+
+pub fn http11_connection_close_closes(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    let r = c.response();
+    assert_hello(&r);
+    assert_eq!(r.header("Connection"), Some("close"));
+    c.expect_closed();
+}
+
+pub fn http10_closes_without_keep_alive(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    c.send(b"GET / HTTP/1.0\r\n\r\n");
+    assert_hello(&c.response());
+    c.expect_closed();
+}
+
+pub fn http10_keep_alive_is_echoed(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    // What `ab -k` sends.
+    let req = b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\nHost: test\r\nUser-Agent: ApacheBench/2.3\r\nAccept: */*\r\n\r\n";
+    for _ in 0..3 {
+        c.send(req);
+        let r = c.response();
+        assert_hello(&r);
+        assert_eq!(
+            r.header("Connection")
+                .map(str::to_ascii_lowercase)
+                .as_deref(),
+            Some("keep-alive")
+        );
+    }
+    c.expect_open(Duration::from_millis(200));
+}
+
+pub fn connection_tokens_are_case_insensitive(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    c.send(b"GET / HTTP/1.0\r\ncONNECTION: KEEP-ALIVE\r\n\r\n");
+    assert_hello(&c.response());
+    c.send(b"GET / HTTP/1.1\r\nhost: test\r\nconnection: te, CLOSE\r\n\r\n");
+    assert_hello(&c.response());
+    c.expect_closed();
+}
+
+pub fn pipelined_16_answered_in_order(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    let paths = ["/", "/json", "/missing", "/plaintext"];
+    let mut batch = Vec::new();
+    for i in 0..16 {
+        batch.extend_from_slice(
+            format!("GET {} HTTP/1.1\r\nHost: test\r\n\r\n", paths[i % 4]).as_bytes(),
+        );
+    }
+    c.send(&batch);
+    for i in 0..16 {
+        let r = c.response();
+        match paths[i % 4] {
+            "/" | "/plaintext" => assert_hello(&r),
+            "/json" => assert_eq!(r.body_str(), JSON),
+            _ => assert_eq!(r.status, 404),
+        }
+    }
+    assert_hello(&c.get("/"));
+}
+
+pub fn request_one_byte_at_a_time(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    for b in GET {
+        c.send(&[*b]);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_hello(&c.response());
+    assert_hello(&c.get("/"));
+}
+
+pub fn head_has_no_body_then_next_request(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    c.send(b"HEAD / HTTP/1.1\r\nHost: test\r\n\r\n");
+    let r = c.head_response();
+    assert_eq!(r.status, 200);
+    assert_standard_headers(&r);
+    assert_eq!(r.header("Content-Length"), Some("13"));
+    // Were a body sent, it would be read here as the next response's start.
+    assert_hello(&c.get("/"));
+}
+
+pub fn post_with_content_length_then_next_request(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    c.send(b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 11\r\n\r\nhello=world");
+    assert_hello(&c.response());
+    // A body split across writes.
+    c.send(b"POST /json HTTP/1.1\r\nHost: test\r\nContent-Length: 6\r\n\r\nab");
+    std::thread::sleep(Duration::from_millis(20));
+    c.send(b"cdef");
+    assert_eq!(c.response().body_str(), JSON);
+    assert_hello(&c.get("/"));
+}
+
+pub fn post_chunked_then_next_request(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    c.send(
+        b"POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Checksum: abc\r\n\r\n",
+    );
+    assert_hello(&c.response());
+    c.send(b"POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab");
+    std::thread::sleep(Duration::from_millis(20));
+    c.send(b"c\r\n0\r\n\r\n");
+    assert_hello(&c.response());
+    assert_hello(&c.get("/"));
+}
+
+pub fn expect_continue_gets_100(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    c.send(b"POST / HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
+    let interim = c.response();
+    assert_eq!(interim.status, 100, "{interim:?}");
+    c.send(b"body");
+    assert_hello(&c.response());
+}
+
+/// Sends `raw` on a new connection and expects an error status from `allowed`, with
+/// `Connection: close`, then the close; then the server must still serve.
+fn expect_error(s: &Spec, raw: &[u8], allowed: &[u16]) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    c.send(raw);
+    let r = c.response();
+    assert!(
+        allowed.contains(&r.status),
+        "expected one of {allowed:?} for {:?}, got {r:?}",
+        String::from_utf8_lossy(&raw[..raw.len().min(120)])
+    );
+    assert_standard_headers(&r);
+    assert_eq!(r.header("Connection"), Some("close"), "{r:?}");
+    c.expect_closed();
+    assert_still_serves(&server);
+}
+
+pub fn malformed_request_line_is_400(s: &Spec) {
+    expect_error(s, b"GET /\x01 HTTP/1.1\r\nHost: test\r\n\r\n", &[400]);
+    expect_error(s, b"GET / HTTP/1.1 trailing\r\nHost: test\r\n\r\n", &[400]);
+}
+
+pub fn malformed_header_is_400(s: &Spec) {
+    expect_error(
+        s,
+        b"GET / HTTP/1.1\r\nHost: test\r\nNo colon here\r\n\r\n",
+        &[400],
+    );
+    expect_error(
+        s,
+        b"GET / HTTP/1.1\r\nHost: test\r\nX-A : b\r\n\r\n",
+        &[400],
+    );
+}
+
+pub fn head_over_8k_is_431(s: &Spec) {
+    let mut raw = b"GET / HTTP/1.1\r\nHost: test\r\nX-Big: ".to_vec();
+    raw.extend(std::iter::repeat_n(b'a', 9000));
+    raw.extend_from_slice(b"\r\n\r\n");
+    expect_error(s, &raw, &[431]);
+}
+
+pub fn over_64_headers_is_431(s: &Spec) {
+    let mut raw = b"GET / HTTP/1.1\r\nHost: test\r\n".to_vec();
+    for i in 0..70 {
+        raw.extend_from_slice(format!("X-H{i}: v\r\n").as_bytes());
+    }
+    raw.extend_from_slice(b"\r\n");
+    expect_error(s, &raw, &[431]);
+}
+
+pub fn uri_over_8k_is_414(s: &Spec) {
+    let mut raw = b"GET /".to_vec();
+    raw.extend(std::iter::repeat_n(b'a', 9000));
+    raw.extend_from_slice(b" HTTP/1.1\r\nHost: test\r\n\r\n");
+    expect_error(s, &raw, &[414, 431]);
+}
+
+pub fn content_length_with_transfer_encoding_is_400(s: &Spec) {
+    expect_error(
+        s,
+        b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        &[400],
+    );
+}
+
+pub fn repeated_content_length_is_400(s: &Spec) {
+    expect_error(
+        s,
+        b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+        &[400],
+    );
+}
+
+pub fn non_numeric_content_length_is_400(s: &Spec) {
+    expect_error(
+        s,
+        b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 3x\r\n\r\nabc",
+        &[400],
+    );
+    expect_error(
+        s,
+        b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: -1\r\n\r\n",
+        &[400],
+    );
+}
+
+pub fn transfer_encoding_other_than_chunked_is_400(s: &Spec) {
+    expect_error(
+        s,
+        b"POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: gzip\r\n\r\n",
+        &[400, 501],
+    );
+    expect_error(
+        s,
+        b"POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+        &[400, 501],
+    );
+}
+
+pub fn transfer_encoding_on_http10_is_400(s: &Spec) {
+    expect_error(
+        s,
+        b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        &[400],
+    );
+}
+
+pub fn invalid_chunk_size_is_400(s: &Spec) {
+    let head = "POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for body in ["xyz\r\n", "-5\r\n", "\r\n", "5\r\nhelloXX"] {
+        expect_error(s, format!("{head}{body}").as_bytes(), &[400]);
+    }
+}
+
+pub fn http11_without_host_is_400(s: &Spec) {
+    expect_error(s, b"GET / HTTP/1.1\r\n\r\n", &[400]);
+}
+
+pub fn two_host_headers_is_400(s: &Spec) {
+    expect_error(s, b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", &[400]);
+}
+
+pub fn body_over_1mib_is_413(s: &Spec) {
+    expect_error(
+        s,
+        b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 2000000\r\n\r\n",
+        &[413],
+    );
+    expect_error(
+        s,
+        b"POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n100001\r\n",
+        &[413],
+    );
+}
+
+pub fn unsupported_version_is_505(s: &Spec) {
+    expect_error(s, b"GET / HTTP/2.0\r\nHost: test\r\n\r\n", &[505]);
+    expect_error(s, b"GET / HTTP/1.7\r\nHost: test\r\n\r\n", &[505]);
+}
+
+pub fn unknown_method_is_501(s: &Spec) {
+    expect_error(s, b"DELETE / HTTP/1.1\r\nHost: test\r\n\r\n", &[501]);
+    expect_error(s, b"BREW / HTTP/1.1\r\nHost: test\r\n\r\n", &[501]);
+}
+
+/// Stops `server` with SIGTERM, checks the stop was clean, and returns its stats lines.
+fn stop_cleanly(mut server: Server) -> Vec<serde_json::Value> {
+    let (status, took) = server
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(6))
+        .expect("server did not exit within 6 s of SIGTERM");
+    assert!(status.success(), "exit status {status} after SIGTERM");
+    assert!(took <= Duration::from_secs(5), "SIGTERM took {took:?}");
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!server.group_alive(), "a process of the server outlived it");
+    server.stats_lines()
+}
+
+pub fn two_workers_both_serve(s: &Spec) {
+    let server = Server::start(s, &["--workers", "2", "--stats"]);
+    let mut first = server.connect();
+    assert_hello(&first.get("/"));
+    // `first` stays open: a one-connection-per-worker server must answer this from its
+    // other worker.
+    let mut second = server.connect();
+    assert_hello(&second.get("/"));
+    drop((first, second));
+    let stats = stop_cleanly(server);
+    let workers: BTreeSet<u64> = stats.iter().filter_map(|l| l["worker"].as_u64()).collect();
+    assert_eq!(workers, BTreeSet::from([0, 1]), "stats: {stats:?}");
+    let requests: Vec<u64> = stats
+        .iter()
+        .filter_map(|l| l["requests"].as_u64())
+        .collect();
+    assert_eq!(requests.iter().sum::<u64>(), 2, "stats: {stats:?}");
+    if s.one_conn_per_worker {
+        assert_eq!(requests, vec![1, 1], "stats: {stats:?}");
+    }
+}
+
+pub fn sigterm_exits_zero_leaving_no_process(s: &Spec) {
+    let server = Server::start(s, &["--workers", "2"]);
+    let mut idle = server.connect();
+    assert_hello(&idle.get("/"));
+    // The idle keep-alive connection must not keep the server alive.
+    stop_cleanly(server);
+    idle.expect_closed();
+}
+
+pub fn bad_flag_is_one_line_and_nonzero(s: &Spec) {
+    let err = Server::try_start(s, &["--no-such-flag"])
+        .err()
+        .expect("started anyway");
+    assert!(err.contains("no-such-flag"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+pub fn busy_port_is_one_line_and_nonzero(s: &Spec) {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let output = std::process::Command::new(crate::binary(s.binary))
+        .args(s.args)
+        .args(["--bind", "127.0.0.1", "--port", &port])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "started on a busy port: {stderr}");
+    assert!(stderr.contains("in use"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Flags for a load test with `conns` client connections: a one-connection-per-worker
+/// server gets a worker for each (plus two spare).
+fn load_flags(s: &Spec, conns: usize) -> Vec<String> {
+    if s.one_conn_per_worker {
+        vec!["--workers".into(), (conns + 2).to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+fn start_for_load(s: &Spec, conns: usize) -> Server {
+    let flags = load_flags(s, conns);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    Server::start(s, &flags)
+}
+
+fn ab(s: &Spec, requests: usize, keep_alive: bool) {
+    let server = start_for_load(s, 50);
+    let mut args = vec![
+        "-n".to_string(),
+        requests.to_string(),
+        "-c".into(),
+        "50".into(),
+    ];
+    if keep_alive {
+        args.push("-k".into());
+    }
+    args.extend(["-s".into(), "10".into(), format!("http://{}/", server.addr)]);
+    let out = run_client("ab", &args, Duration::from_secs(60));
+    assert_eq!(
+        field(&out, "Complete requests:"),
+        Some(requests as f64),
+        "{out}"
+    );
+    assert_eq!(field(&out, "Failed requests:"), Some(0.0), "{out}");
+    assert_eq!(field(&out, "Non-2xx responses:"), None, "{out}");
+    if keep_alive {
+        assert_eq!(
+            field(&out, "Keep-Alive requests:"),
+            Some(requests as f64),
+            "{out}"
+        );
+    }
+    assert_still_serves(&server);
+}
+
+pub fn ab_without_keep_alive(s: &Spec) {
+    ab(s, 2000, false);
+}
+
+pub fn ab_with_keep_alive(s: &Spec) {
+    ab(s, 20000, true);
+}
+
+pub fn wrk_keep_alive(s: &Spec) {
+    let server = start_for_load(s, 32);
+    let args: Vec<String> = ["-t1", "-c32", "-d2s", "--latency"]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([format!("http://{}/", server.addr)])
+        .collect();
+    let out = run_client("wrk", &args, Duration::from_secs(20));
+    assert!(!out.contains("Socket errors"), "{out}");
+    assert!(!out.contains("Non-2xx"), "{out}");
+    let requests = out
+        .lines()
+        .find(|l| l.contains("requests in"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(requests > 1000, "{out}");
+    assert_still_serves(&server);
+}
+
+/// A client that sends a request and closes must not disturb the others.
+pub fn client_vanishing_mid_request_is_harmless(s: &Spec) {
+    let server = Server::start(s, &[]);
+    {
+        let mut c = Client::connect(server.addr);
+        c.send(b"GET / HTTP/1.1\r\nHost: te");
+    }
+    {
+        let mut c = Client::connect(server.addr);
+        c.send(GET);
+        c.send(GET);
+    }
+    assert_still_serves(&server);
+}

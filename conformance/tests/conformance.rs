@@ -1,0 +1,65 @@
+//! Every server binary × every rule. A server joins the suite with one row in `suite!`
+//! below; a failing test is named `<row>::<rule>`.
+
+use conformance::{rules, Spec};
+
+macro_rules! suite {
+    ($($row:ident => $spec:expr;)*) => {$(
+        mod $row {
+            use super::*;
+            const SPEC: Spec = $spec;
+            suite!(@rules
+                root_returns_hello_world,
+                plaintext_returns_hello_world,
+                json_returns_message,
+                unknown_path_is_404,
+                date_header_is_refreshed_every_second,
+                http11_keeps_alive_by_default,
+                http11_connection_close_closes,
+                http10_closes_without_keep_alive,
+                http10_keep_alive_is_echoed,
+                connection_tokens_are_case_insensitive,
+                pipelined_16_answered_in_order,
+                request_one_byte_at_a_time,
+                head_has_no_body_then_next_request,
+                post_with_content_length_then_next_request,
+                post_chunked_then_next_request,
+                expect_continue_gets_100,
+                malformed_request_line_is_400,
+                malformed_header_is_400,
+                head_over_8k_is_431,
+                over_64_headers_is_431,
+                uri_over_8k_is_414,
+                content_length_with_transfer_encoding_is_400,
+                repeated_content_length_is_400,
+                non_numeric_content_length_is_400,
+                transfer_encoding_other_than_chunked_is_400,
+                transfer_encoding_on_http10_is_400,
+                invalid_chunk_size_is_400,
+                http11_without_host_is_400,
+                two_host_headers_is_400,
+                body_over_1mib_is_413,
+                unsupported_version_is_505,
+                unknown_method_is_501,
+                client_vanishing_mid_request_is_harmless,
+                two_workers_both_serve,
+                sigterm_exits_zero_leaving_no_process,
+                bad_flag_is_one_line_and_nonzero,
+                busy_port_is_one_line_and_nonzero,
+                ab_without_keep_alive,
+                ab_with_keep_alive,
+                wrk_keep_alive,
+            );
+        }
+    )*};
+    (@rules $($rule:ident),* $(,)?) => {$(
+        #[test]
+        fn $rule() {
+            rules::$rule(&SPEC);
+        }
+    )*};
+}
+
+suite! {
+    prefork_blocking => Spec { binary: "prefork-blocking", args: &[], one_conn_per_worker: true };
+}

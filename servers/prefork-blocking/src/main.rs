@@ -1,0 +1,181 @@
+//! # prefork-blocking — the PHP-FPM `pm = static` / uWSGI prefork model
+//!
+//! ```text
+//!                         ┌──────────── one listening socket (bound by the master) ───────────┐
+//!   clients ──► kernel ──►│ accept queue                                                      │
+//!                         └───────┬───────────────────┬───────────────────────┬───────────────┘
+//!                          accept()│ (blocks)  accept()│ (blocks)       accept()│ (blocks)
+//!                         ┌───────▼──────┐    ┌───────▼──────┐        ┌───────▼──────┐
+//!   master (supervisor)   │  worker 0    │    │  worker 1    │  …     │  worker N-1  │
+//!   forks, restarts,  ──► │ one process, │    │ one process, │        │ one process, │
+//!   stops them            │ one thread,  │    │ one thread,  │        │ one thread,  │
+//!                         │ ONE client   │    │ ONE client   │        │ ONE client   │
+//!                         │ at a time    │    │ at a time    │        │ at a time    │
+//!                         └──────────────┘    └──────────────┘        └──────────────┘
+//! ```
+//!
+//! The master binds one socket and forks `--workers` processes that inherit it. Each worker
+//! blocks in `accept()`, then serves that connection to its end — keep-alive included — with
+//! blocking `read`/`write`, then accepts the next one. There is no event loop and no
+//! multiplexing: a worker *is* a connection slot.
+//!
+//! ## What the model predicts
+//! - Throughput is capped at `workers ÷ handler latency`: with a handler that waits 20 ms,
+//!   2 workers serve at most ~100 requests/s however many clients wait.
+//! - One slow or idle keep-alive client holds a whole worker. With more keep-alive
+//!   connections than workers, the extra connections sit in the accept queue until a
+//!   worker is free (`ab -k -c 50` against 2 workers completes only because `ab` closes
+//!   its connections as it runs out of requests to send).
+//! - Crash isolation is perfect and the code is the simplest possible; per-request cost is
+//!   low (one `read`, one `write`), so on hello world with few connections it does well.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use clap::Parser;
+use common::cli::{self, ServerArgs};
+use common::codec::{Conn, Progress};
+use common::listener::{self, ListenOptions};
+use common::supervisor::Supervisor;
+use common::{linger, shutdown, stats};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const ARCH: &str = "prefork-blocking";
+
+/// How often an idle worker wakes from `accept` (or from an idle keep-alive read) to look
+/// at its stop flag, in case the stop signal arrived just before it blocked.
+const WAKE_EVERY: Duration = Duration::from_secs(1);
+
+/// PHP-FPM pm=static / uWSGI prefork: N processes, blocking I/O, one connection each.
+#[derive(Parser, Debug)]
+#[command(name = ARCH, version, about)]
+struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+fn main() {
+    let args: Args = cli::parse();
+    let config = args.server.resolve().unwrap_or_else(|e| cli::fail(ARCH, e));
+    let listener = ListenOptions::new(config.addr)
+        .backlog(config.backlog)
+        .accept_timeout(WAKE_EVERY)
+        .bind()
+        .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr)));
+    let addr = listener.local_addr().unwrap_or(config.addr);
+    let report = config.stats;
+    let supervisor = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |_| {
+        worker(&listener, report)
+    })
+    .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot fork workers: {e}")));
+    let pids: Vec<String> = supervisor.pids().iter().map(|p| p.to_string()).collect();
+    cli::announce(
+        ARCH,
+        addr,
+        format!(
+            "{} worker processes (pids {}), one connection each",
+            pids.len(),
+            pids.join(", ")
+        ),
+    );
+    std::process::exit(supervisor.run());
+}
+
+/// One worker process: accept, serve to the end, repeat, until asked to stop.
+fn worker(listener: &TcpListener, report: bool) -> Result<(), String> {
+    shutdown::install();
+    while !shutdown::requested() {
+        match listener.accept() {
+            Ok((stream, _)) => serve(stream),
+            Err(e) => match e.kind() {
+                io::ErrorKind::Interrupted
+                | io::ErrorKind::WouldBlock
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::ConnectionAborted => {}
+                _ => {
+                    // EMFILE/ENFILE and the like: back off instead of spinning.
+                    eprintln!("{ARCH}: accept failed: {e}; backing off");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            },
+        }
+    }
+    if report {
+        stats::report(ARCH);
+    }
+    Ok(())
+}
+
+/// Serves one connection with blocking I/O until it closes or the worker must stop.
+fn serve(mut stream: TcpStream) {
+    // A client that reset the connection already is not worth reporting.
+    let _ = listener::tune_accepted(&stream);
+    let fd = stream.as_raw_fd();
+    let mut conn = Conn::new();
+    loop {
+        match conn.process() {
+            Progress::Read => {
+                if !flush(&mut stream, &mut conn) {
+                    return;
+                }
+                // Between requests the worker may be stopped: publish the idle fd so the
+                // stop signal can end this read (see `common::shutdown`).
+                let idle = conn.is_idle();
+                if idle && !shutdown::idle_begin(fd) {
+                    return;
+                }
+                let read = stream.read(conn.read_buf());
+                if idle {
+                    shutdown::idle_end();
+                }
+                match read {
+                    Ok(0) => return,
+                    Ok(n) => conn.filled(n),
+                    // The listener's receive timeout is inherited by accepted sockets:
+                    // an idle connection wakes once a second, which costs nothing and
+                    // lets the loop above notice a stop.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::Interrupted
+                                | io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => return,
+                }
+            }
+            Progress::Wait(wait) => {
+                if !flush(&mut stream, &mut conn) {
+                    return;
+                }
+                // The blocking model's only way to wait: the whole worker sleeps.
+                std::thread::sleep(wait);
+            }
+            Progress::Close => {
+                flush(&mut stream, &mut conn);
+                if conn.should_linger() {
+                    linger::blocking(stream);
+                } else {
+                    let _ = stream.shutdown(Shutdown::Write);
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Writes everything the codec produced; false if the client is gone.
+fn flush(stream: &mut TcpStream, conn: &mut Conn) -> bool {
+    let out = conn.output();
+    if out.is_empty() {
+        return true;
+    }
+    let n = out.len();
+    let ok = stream.write_all(out).is_ok();
+    conn.written(n);
+    ok
+}
