@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Longest time spent draining a closing connection.
 pub const TIMEOUT: Duration = Duration::from_secs(1);
 /// Most bytes drained from a closing connection.
-pub const MAX_BYTES: usize = 1 << 20;
+pub const MAX_BYTES: usize = 4 << 20;
 
 /// Lingering close for a blocking socket (the connection is closed when dropped).
 pub fn blocking(mut stream: TcpStream) {

@@ -37,6 +37,25 @@ pub struct Spec {
     /// start one worker per client connection, as PHP-FPM is sized in practice, and the
     /// two-worker rule proves the second worker by holding the first one busy.
     pub one_conn_per_worker: bool,
+    /// The row runs hyper's own HTTP/1 parser. Where RFC 9112 lets a server choose and
+    /// hyper chose differently from the shared codec, the rules check hyper's choice:
+    /// Content-Length with Transfer-Encoding is read by its chunked framing and the
+    /// connection then closed (RFC 9112 §6.3 allows either); identical repeated
+    /// Content-Length values are merged (RFC 9110 §8.6 allows it); hyper's own parse-error
+    /// responses carry no `Server`/`Content-Type`, and an unknown version gets 400.
+    pub hyper: bool,
+}
+
+impl Spec {
+    /// A row served by the shared codec.
+    pub const fn shared(binary: &'static str, args: &'static [&'static str]) -> Spec {
+        Spec {
+            binary,
+            args,
+            one_conn_per_worker: false,
+            hyper: false,
+        }
+    }
 }
 
 /// Path of a server binary, building every workspace binary once per test process with

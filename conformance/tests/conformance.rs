@@ -61,5 +61,7 @@ macro_rules! suite {
 }
 
 suite! {
-    prefork_blocking => Spec { binary: "prefork-blocking", args: &[], one_conn_per_worker: true };
+    prefork_blocking => Spec { one_conn_per_worker: true, ..Spec::shared("prefork-blocking", &[]) };
+    work_stealing => Spec::shared("work-stealing", &[]);
+    work_stealing_hyper => Spec { hyper: true, ..Spec::shared("work-stealing", &["--codec", "hyper"]) };
 }

@@ -1,0 +1,127 @@
+//! `--codec hyper`: the same handler served through hyper 1.x's http1 implementation.
+//!
+//! hyper parses, frames and writes; this adapter adds the rules archzoo's suite holds every
+//! server to and hyper leaves to the application (Host checks, the method set, the body
+//! limit), then calls the shared handler. Where RFC 9112 lets a server choose and hyper
+//! chose differently from the shared codec, hyper's choice stands and the conformance row
+//! says so (`Spec::hyper`): a request with both Content-Length and Transfer-Encoding is read
+//! by its chunked framing and the connection closed afterwards; identical repeated
+//! Content-Length fields are merged; hyper's own error responses (parse errors) carry only
+//! `date` and `content-length`, and a version other than 1.0/1.1 is a 400.
+
+use std::convert::Infallible;
+
+use common::codec::{Method, Request, Version, MAX_BODY, MAX_HEAD, MAX_HEADERS};
+use common::response::Response as Reply;
+use common::{routes, stats};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, SERVER};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+type HyperResponse = hyper::Response<Full<Bytes>>;
+
+/// Serves one connection with hyper until it closes, or until a stop, which lets an
+/// in-flight request finish (hyper's graceful shutdown) and closes an idle connection.
+pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>) {
+    stats::connection();
+    let mut builder = http1::Builder::new();
+    builder
+        .max_buf_size(MAX_HEAD)
+        .max_headers(MAX_HEADERS)
+        .keep_alive(true);
+    let conn = builder.serve_connection(TokioIo::new(stream), service_fn(handle));
+    let mut conn = std::pin::pin!(conn);
+    let stopped = tokio::select! {
+        _ = conn.as_mut() => false,
+        _ = stop.changed() => true,
+    };
+    if stopped {
+        conn.as_mut().graceful_shutdown();
+        let _ = conn.await;
+    }
+}
+
+async fn handle(req: hyper::Request<Incoming>) -> Result<HyperResponse, Infallible> {
+    stats::request();
+    let method = match *req.method() {
+        hyper::Method::GET => Method::Get,
+        hyper::Method::HEAD => Method::Head,
+        hyper::Method::POST => Method::Post,
+        _ => return Ok(reject(501, "only GET, HEAD and POST are implemented")),
+    };
+    let version = match req.version() {
+        hyper::Version::HTTP_10 => Version::Http10,
+        hyper::Version::HTTP_11 => Version::Http11,
+        _ => return Ok(reject(505, "only HTTP/1.0 and HTTP/1.1")),
+    };
+    let hosts = req.headers().get_all(HOST).iter().count();
+    if version == Version::Http11 && hosts == 0 {
+        return Ok(reject(400, "HTTP/1.1 request without Host"));
+    }
+    if hosts > 1 {
+        return Ok(reject(400, "more than one Host field"));
+    }
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if declared > MAX_BODY {
+        return Ok(reject(413, "request body over 1 MiB"));
+    }
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    // Read and discard the body, bounded, before answering — as the shared codec does.
+    let mut body = req.into_body();
+    let mut total = 0u64;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                total += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if total > MAX_BODY {
+                    return Ok(reject(413, "request body over 1 MiB"));
+                }
+            }
+            Err(_) => return Ok(reject(400, "invalid body framing")),
+        }
+    }
+    let Some(request) = Request::new(method, version, &target) else {
+        return Ok(reject(400, "invalid request target"));
+    };
+    let reply = routes::handle(&request);
+    if let Some(wait) = reply.wait {
+        tokio::time::sleep(wait).await;
+    }
+    Ok(to_hyper(reply.response))
+}
+
+fn to_hyper(reply: Reply) -> HyperResponse {
+    let body = match reply.body {
+        common::response::Body::Static(b) => Bytes::from_static(b),
+        common::response::Body::Owned(v) => Bytes::from(v),
+    };
+    let mut resp = hyper::Response::new(Full::new(body));
+    *resp.status_mut() = hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::OK);
+    let headers = resp.headers_mut();
+    headers.insert(SERVER, HeaderValue::from_static("archzoo"));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    resp
+}
+
+/// An error response after which hyper closes the connection.
+fn reject(status: u16, why: &str) -> HyperResponse {
+    let text = format!("{status} {}: {why}\n", common::response::reason(status));
+    let mut resp = to_hyper(Reply::text(status, text));
+    resp.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    resp
+}

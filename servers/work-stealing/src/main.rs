@@ -1,0 +1,263 @@
+//! # work-stealing — the Go net/http model on tokio
+//!
+//! ```text
+//!                 one listening socket
+//!   clients ──► kernel accept queue ──► accept task ──spawn──► one task per connection
+//!                                                                  │
+//!   one process, `--workers` N worker threads (GOMAXPROCS)         ▼
+//!   ┌──────────────────┐  ┌──────────────────┐       ┌──────────────────┐
+//!   │ worker 0         │  │ worker 1         │  …    │ worker N-1       │
+//!   │ local run queue  │◄─┤ idle? steal half ├──────►│ local run queue  │
+//!   │ [t][t][t]        │  │ of a busy queue  │       │ [t]              │
+//!   └────────┬─────────┘  └────────┬─────────┘       └────────┬─────────┘
+//!            └─────────── shared epoll (I/O driver), global inject queue ┘
+//! ```
+//!
+//! Go's net/http runs one accept loop and one goroutine per connection on an M:N scheduler
+//! whose N is GOMAXPROCS; an idle P steals work from a busy one. Here: a tokio multi-thread
+//! runtime with `worker_threads = --workers`, one accept task, one spawned task per
+//! connection. A task runs on whichever worker polls it; when its socket becomes readable
+//! it is woken onto a run queue, and an idle worker steals half of a busy worker's queue.
+//!
+//! `--codec shared` (default) drives the shared `common` codec over tokio's non-blocking
+//! sockets, so this row differs from the others *only by its scheduler*. `--codec hyper`
+//! serves the same handler through hyper 1.x, the full-featured stack, as net/http is for
+//! Go: the difference between the two rows is what a complete HTTP library costs.
+//!
+//! ## What the model predicts
+//! - Connections spread over all threads even when load is uneven: a busy thread's
+//!   backlog is stolen, so no core idles while another has work (unlike the
+//!   share-nothing and SO_REUSEPORT models, where a connection never moves).
+//! - The price: cross-thread wake-ups (a socket readable on one thread's epoll wakes a task
+//!   queued on another), atomic reference counts on every task handle and waker, and cache
+//!   misses when a task and its buffers move between cores.
+//! - tokio reads until a short read and only then waits for readiness, so a keep-alive
+//!   request costs one `read` and one `write`, plus a share of an `epoll_wait`.
+
+mod hyper_codec;
+
+use std::io;
+use std::net::TcpListener as StdListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use common::cli::{self, Config, ServerArgs};
+use common::codec::{Conn, Progress};
+use common::listener::{self, ListenOptions};
+use common::{linger, stats, supervisor};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const ARCH: &str = "work-stealing";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Codec {
+    /// The shared archzoo codec (the same bytes as every other server).
+    Shared,
+    /// hyper 1.x http1, the full-featured stack.
+    Hyper,
+}
+
+/// Go net/http model: one listener, a task per connection, a work-stealing M:N scheduler.
+#[derive(Parser, Debug)]
+#[command(name = ARCH, version, about)]
+struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// HTTP implementation driving each connection.
+    #[arg(long, value_enum, default_value = "shared")]
+    codec: Codec,
+}
+
+fn main() {
+    let args: Args = cli::parse();
+    let config = args.server.resolve().unwrap_or_else(|e| cli::fail(ARCH, e));
+    let std_listener = ListenOptions::new(config.addr)
+        .backlog(config.backlog)
+        .nonblocking(true)
+        .bind()
+        .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr)));
+    let runtime = build_runtime(&config)
+        .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot start the runtime: {e}")));
+    let code = runtime.block_on(run(std_listener, &config, args.codec));
+    // Connections still open after the grace period are dropped with the runtime.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    if config.stats {
+        stats::report(ARCH);
+    }
+    std::process::exit(code);
+}
+
+/// The multi-thread runtime: `--workers` threads, each registered as a stats worker and
+/// pinned to its CPU when `--cpus` was given.
+fn build_runtime(config: &Config) -> io::Result<tokio::runtime::Runtime> {
+    let started = std::sync::Arc::new(AtomicUsize::new(0));
+    let cpus = config.cpus.clone();
+    let workers = config.workers;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("ws-worker")
+        .on_thread_start(move || {
+            // Worker threads start when the runtime is built, before any blocking-pool
+            // thread could, so they take indices 0..N.
+            let index = started.fetch_add(1, Ordering::Relaxed);
+            stats::set_worker_index(index);
+            if index < workers && !cpus.is_empty() {
+                let cpu = cpus[index % cpus.len()];
+                if let Err(e) = cli::pin_current_thread(cpu) {
+                    eprintln!("{ARCH}: worker {index}: cannot pin to CPU {cpu}: {e}");
+                }
+            }
+        })
+        .enable_all()
+        .build()
+}
+
+async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
+    let listener = match TcpListener::from_std(std_listener) {
+        Ok(l) => l,
+        Err(e) => cli::fail(ARCH, format!("cannot register the listener: {e}")),
+    };
+    let addr = listener.local_addr().unwrap_or(config.addr);
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(i)) => (t, i),
+        _ => cli::fail(ARCH, "cannot install signal handlers"),
+    };
+    // Every connection holds a receiver: `changed()` tells it to stop, and the sender's
+    // `closed()` resolves once the last connection is gone.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let accept = tokio::spawn(accept_loop(listener, stop_rx, codec));
+    cli::announce(
+        ARCH,
+        addr,
+        format!(
+            "1 process (pid {}), {} worker threads, work-stealing scheduler, codec {}",
+            std::process::id(),
+            config.workers,
+            match codec {
+                Codec::Shared => "shared",
+                Codec::Hyper => "hyper",
+            }
+        ),
+    );
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    let _ = stop_tx.send(true);
+    let _ = accept.await;
+    // In-flight requests finish; idle keep-alive connections close at once.
+    if tokio::time::timeout(supervisor::GRACE, stop_tx.closed())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "{ARCH}: connections still busy after {:?}; dropping them",
+            supervisor::GRACE
+        );
+    }
+    0
+}
+
+/// The accept task: one task per connection, like `go c.serve(ctx)` in net/http.
+async fn accept_loop(listener: TcpListener, mut stop: watch::Receiver<bool>, codec: Codec) {
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let _ = listener::tune_accepted(&stream);
+                let stop = stop.clone();
+                match codec {
+                    Codec::Shared => tokio::spawn(serve(stream, stop)),
+                    Codec::Hyper => tokio::spawn(hyper_codec::serve(stream, stop)),
+                };
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+            Err(e) => {
+                // EMFILE/ENFILE: back off rather than spin on a full descriptor table.
+                eprintln!("{ARCH}: accept failed: {e}; backing off");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// One connection with the shared codec: read, process, write, until close or stop.
+async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
+    let mut conn = Conn::new();
+    loop {
+        match conn.process() {
+            Progress::Read => {
+                if flush(&mut stream, &mut conn).await.is_err() {
+                    return;
+                }
+                let read = if conn.is_idle() {
+                    // Between requests a stop closes the connection; mid-request it waits.
+                    tokio::select! {
+                        biased;
+                        read = stream.read(conn.read_buf()) => read,
+                        _ = stop.changed() => return,
+                    }
+                } else {
+                    stream.read(conn.read_buf()).await
+                };
+                match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => conn.filled(n),
+                }
+            }
+            Progress::Wait(wait) => {
+                if flush(&mut stream, &mut conn).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(wait).await;
+            }
+            Progress::Close => {
+                let _ = flush(&mut stream, &mut conn).await;
+                let _ = stream.shutdown().await;
+                if conn.should_linger() {
+                    drain(&mut stream).await;
+                }
+                return;
+            }
+        }
+    }
+}
+
+async fn flush(stream: &mut TcpStream, conn: &mut Conn) -> io::Result<()> {
+    let out = conn.output();
+    if !out.is_empty() {
+        let n = out.len();
+        stream.write_all(out).await?;
+        conn.written(n);
+    }
+    Ok(())
+}
+
+/// Lingering close after an error (see `common::linger`): read and discard, bounded.
+async fn drain(stream: &mut TcpStream) {
+    let mut scratch = [0u8; 4096];
+    let mut drained = 0;
+    let _ = tokio::time::timeout(linger::TIMEOUT, async {
+        while drained < linger::MAX_BYTES {
+            match stream.read(&mut scratch).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => drained += n,
+            }
+        }
+    })
+    .await;
+}
