@@ -86,6 +86,20 @@ impl ListenOptions {
     }
 }
 
+/// For designs where every worker binds its own SO_REUSEPORT socket: the master binds one
+/// such socket *without listening*. That checks the port is free (one clear error before
+/// any worker starts) and turns port 0 into the concrete port every worker then binds. A
+/// socket that is bound but not listening is in no accept group and receives no
+/// connections, so holding it for the server's lifetime costs nothing.
+pub fn reserve_reuseport(addr: SocketAddr) -> io::Result<(Socket, SocketAddr)> {
+    let socket = ListenOptions::new(addr).reuse_port(true).bind_socket()?;
+    let bound = socket
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("not an IP socket"))?;
+    Ok((socket, bound))
+}
+
 /// Per-connection options every server sets on an accepted socket: TCP_NODELAY, so a
 /// response is not held back by Nagle's algorithm waiting for the client's delayed ACK.
 pub fn tune_accepted(stream: &impl AsFd) -> io::Result<()> {
@@ -107,6 +121,18 @@ mod tests {
         assert!(second.is_ok());
         let plain = ListenOptions::new(addr).bind();
         assert_eq!(plain.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
+    fn reserved_port_is_shared_only_by_reuseport_sockets() {
+        let (_reserved, addr) = reserve_reuseport("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert_ne!(addr.port(), 0);
+        let worker = ListenOptions::new(addr).reuse_port(true).bind().unwrap();
+        let plain = ListenOptions::new(addr).bind();
+        assert_eq!(plain.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+        // Connections reach the listening worker socket, not the reserved one.
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        assert!(worker.accept().is_ok());
     }
 
     #[test]

@@ -89,11 +89,15 @@ pub fn snapshot(arch: &str) -> Vec<WorkerStats> {
         .collect()
 }
 
-/// Prints one JSON line per worker thread of this process to stderr.
+/// Prints one JSON line per worker thread of this process to stderr. Each line goes out
+/// in a single `write` (shorter than PIPE_BUF, so atomic on a pipe): sibling processes
+/// reporting at the same moment cannot interleave their lines.
 pub fn report(arch: &str) {
+    use std::io::Write;
     for line in snapshot(arch) {
-        if let Ok(json) = serde_json::to_string(&line) {
-            eprintln!("{json}");
+        if let Ok(mut json) = serde_json::to_vec(&line) {
+            json.push(b'\n');
+            let _ = std::io::stderr().write_all(&json);
         }
     }
 }

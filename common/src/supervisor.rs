@@ -16,11 +16,17 @@
 //!   grace. A second signal kills at once.
 //! - Workers die with the master (PR_SET_PDEATHSIG), even when it is SIGKILLed.
 //!
+//! - The master returns from [`Supervisor::start`] only once every worker called
+//!   [`ready`] (it is listening), so the start-up line is never printed before a
+//!   connection can be accepted — which matters when each worker binds its own socket.
+//!
 //! The master takes its signals synchronously (blocked, then `sigtimedwait`), so it has no
 //! signal handler and no async-signal-safety concerns; workers unblock them after `fork`.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{cli, stats};
@@ -30,6 +36,25 @@ pub const EXIT_FATAL: i32 = 3;
 /// How long stopping workers get before they are killed.
 pub const GRACE: Duration = Duration::from_secs(5);
 const RESTART_MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// How long the master waits for every worker to report ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Write end of the readiness pipe, inherited by every worker.
+static READY_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// Called by a worker once it can accept connections. Harmless outside a supervisor and
+/// after the master stopped listening (the write then fails with EPIPE, which Rust
+/// programs ignore).
+pub fn ready() {
+    let fd: RawFd = READY_FD.swap(-1, Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: writes one byte from a live local to an fd this process owns.
+        unsafe {
+            libc::write(fd, [1u8].as_ptr().cast(), 1);
+            libc::close(fd);
+        }
+    }
+}
 
 struct Slot {
     pid: Option<libc::pid_t>,
@@ -71,6 +96,7 @@ impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
             slots: Vec::new(),
             signals,
         };
+        let ready_rx = sup.open_ready_pipe()?;
         for index in 0..workers {
             let pid = sup.spawn(index)?;
             sup.slots.push(Slot {
@@ -78,7 +104,66 @@ impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
                 started: Instant::now(),
             });
         }
+        if let Err(e) = sup.await_ready(ready_rx, workers) {
+            sup.signal_all(libc::SIGKILL);
+            let mut fatal = false;
+            sup.reap(true, &mut fatal);
+            return Err(e);
+        }
         Ok(sup)
+    }
+
+    /// Creates the readiness pipe; the write end is left for the children to inherit.
+    fn open_ready_pipe(&mut self) -> io::Result<OwnedFd> {
+        let mut fds = [0; 2];
+        // SAFETY: fds is a valid two-element array for pipe2 to fill.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        READY_FD.store(fds[1], Ordering::SeqCst);
+        // SAFETY: pipe2 just returned this fd and nothing else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fds[0]) })
+    }
+
+    /// Waits for one byte from each worker, or for a worker to fail first.
+    fn await_ready(&mut self, rx: OwnedFd, workers: usize) -> io::Result<()> {
+        let write_end = READY_FD.swap(-1, Ordering::SeqCst);
+        // SAFETY: the master's copy of the write end is closed once, here.
+        unsafe { libc::close(write_end) };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut seen = 0;
+        while seen < workers {
+            if Instant::now() >= deadline {
+                return Err(io::Error::other("workers did not become ready in time"));
+            }
+            let mut pfd = libc::pollfd {
+                fd: rx.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let n = unsafe { libc::poll(&mut pfd, 1, 50) };
+            if n > 0 {
+                let mut buf = [0u8; 64];
+                // SAFETY: reads into a live local buffer of the stated size.
+                let got = unsafe { libc::read(rx.as_raw_fd(), buf.as_mut_ptr().cast(), 64) };
+                if got > 0 {
+                    seen += got as usize;
+                    continue;
+                }
+            }
+            let mut status = 0;
+            // SAFETY: status is a valid out-pointer.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid > 0 {
+                if let Some(slot) = self.slots.iter_mut().find(|s| s.pid == Some(pid)) {
+                    slot.pid = None;
+                }
+                // The worker printed why; the master's line says what it means.
+                return Err(io::Error::other(format!("a worker {}", describe(status))));
+            }
+        }
+        Ok(())
     }
 
     /// The workers' pids, by index.

@@ -20,6 +20,7 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -109,6 +110,8 @@ pub struct Server {
     child: Child,
     pub addr: SocketAddr,
     stderr: Arc<Mutex<Vec<String>>>,
+    /// Set by the stderr reader at end of file: every process of the server closed it.
+    stderr_done: Arc<AtomicBool>,
 }
 
 impl Server {
@@ -136,6 +139,8 @@ impl Server {
         let (tx, rx) = mpsc::channel();
         let pipe = child.stderr.take().expect("piped stderr");
         let lines = stderr.clone();
+        let stderr_done = Arc::new(AtomicBool::new(false));
+        let done = stderr_done.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                 if let Some(addr) = line
@@ -148,11 +153,13 @@ impl Server {
                 }
                 lines.lock().unwrap().push(line);
             }
+            done.store(true, Ordering::SeqCst);
         });
         let mut server = Server {
             child,
             addr: "127.0.0.1:0".parse().unwrap(),
             stderr,
+            stderr_done,
         };
         match rx.recv_timeout(Duration::from_secs(20)) {
             Ok(addr) => {
@@ -195,7 +202,13 @@ impl Server {
         unsafe { libc::kill(self.pid(), signal) };
         while started.elapsed() < limit {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Some((status, started.elapsed()));
+                let took = started.elapsed();
+                // Let the reader collect the last lines (the --stats report) too.
+                let eof_by = Instant::now() + Duration::from_secs(2);
+                while !self.stderr_done.load(Ordering::SeqCst) && Instant::now() < eof_by {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                return Some((status, took));
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -63,5 +63,7 @@ macro_rules! suite {
 suite! {
     prefork_blocking => Spec { one_conn_per_worker: true, ..Spec::shared("prefork-blocking", &[]) };
     work_stealing => Spec::shared("work-stealing", &[]);
+    prefork_eventloop => Spec::shared("prefork-eventloop", &[]);
+    prefork_eventloop_reuseport => Spec::shared("prefork-eventloop", &["--reuseport"]);
     work_stealing_hyper => Spec { hyper: true, ..Spec::shared("work-stealing", &["--codec", "hyper"]) };
 }

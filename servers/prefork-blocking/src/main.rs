@@ -38,7 +38,7 @@ use clap::Parser;
 use common::cli::{self, ServerArgs};
 use common::codec::{Conn, Progress};
 use common::listener::{self, ListenOptions};
-use common::supervisor::Supervisor;
+use common::supervisor::{self, Supervisor};
 use common::{linger, shutdown, stats};
 
 #[global_allocator]
@@ -71,7 +71,7 @@ fn main() {
     let supervisor = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |_| {
         worker(&listener, report)
     })
-    .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot fork workers: {e}")));
+    .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
     let pids: Vec<String> = supervisor.pids().iter().map(|p| p.to_string()).collect();
     cli::announce(
         ARCH,
@@ -88,6 +88,7 @@ fn main() {
 /// One worker process: accept, serve to the end, repeat, until asked to stop.
 fn worker(listener: &TcpListener, report: bool) -> Result<(), String> {
     shutdown::install();
+    supervisor::ready();
     while !shutdown::requested() {
         match listener.accept() {
             Ok((stream, _)) => serve(stream),
