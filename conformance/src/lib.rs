@@ -45,6 +45,10 @@ pub struct Spec {
     /// Content-Length values are merged (RFC 9110 §8.6 allows it); hyper's own parse-error
     /// responses carry no `Server`/`Content-Type`, and an unknown version gets 400.
     pub hyper: bool,
+    /// Workers are processes under the common supervisor (they can be killed one by one).
+    pub processes: bool,
+    /// Every worker listens on its own SO_REUSEPORT socket.
+    pub reuseport: bool,
 }
 
 impl Spec {
@@ -55,6 +59,8 @@ impl Spec {
             args,
             one_conn_per_worker: false,
             hyper: false,
+            processes: false,
+            reuseport: false,
         }
     }
 }
@@ -178,6 +184,23 @@ impl Server {
 
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
+    }
+
+    /// The worker pids named in the start-up line (`… (pids 1, 2) …`).
+    pub fn worker_pids(&self) -> Vec<i32> {
+        let lines = self.stderr_lines();
+        let line = lines
+            .iter()
+            .find(|l| l.contains("listening on"))
+            .expect("start-up line");
+        let list = line
+            .split("pids ")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap_or("");
+        list.split(", ")
+            .filter_map(|p| p.trim().parse().ok())
+            .collect()
     }
 
     /// Everything the server printed on stderr so far.
@@ -414,6 +437,20 @@ impl Client {
             other => panic!("unexpected read result {other:?}"),
         }
     }
+}
+
+/// Number of TCP sockets in LISTEN state on `port` (from /proc/net/tcp and tcp6).
+pub fn listening_sockets(port: u16) -> usize {
+    let port = format!("{port:04X}");
+    let listening = |line: &&str| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        cols.len() > 3 && cols[1].rsplit(':').next() == Some(port.as_str()) && cols[3] == "0A"
+    };
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .map(|text| text.lines().skip(1).filter(listening).count())
+        .sum()
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

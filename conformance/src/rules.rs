@@ -571,3 +571,39 @@ pub fn client_vanishing_mid_request_is_harmless(s: &Spec) {
     }
     assert_still_serves(&server);
 }
+
+pub fn killed_worker_is_restarted(s: &Spec) {
+    if !s.processes {
+        return; // its workers are threads or shards of one process: nothing to kill alone
+    }
+    let server = Server::start(s, &["--workers", "2"]);
+    let pids = server.worker_pids();
+    assert_eq!(pids.len(), 2, "{:?}", server.stderr_lines());
+    // SAFETY: kill has no memory-safety preconditions; the pid is the server's worker.
+    unsafe { libc::kill(pids[0], libc::SIGKILL) };
+    let started = std::time::Instant::now();
+    while !server
+        .stderr_lines()
+        .iter()
+        .any(|l| l.contains("restarted as pid"))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "no restart: {:?}",
+            server.stderr_lines()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Whichever worker (or socket) a connection lands on, it is served.
+    for _ in 0..20 {
+        assert_still_serves(&server);
+    }
+}
+
+/// `ss -ltn` sees one socket per worker for SO_REUSEPORT models, one shared otherwise.
+pub fn listening_sockets_match_the_model(s: &Spec) {
+    let server = Server::start(s, &["--workers", "3"]);
+    let expected = if s.reuseport { 3 } else { 1 };
+    assert_eq!(crate::listening_sockets(server.addr.port()), expected);
+    assert_still_serves(&server);
+}

@@ -46,6 +46,8 @@ macro_rules! suite {
                 sigterm_exits_zero_leaving_no_process,
                 bad_flag_is_one_line_and_nonzero,
                 busy_port_is_one_line_and_nonzero,
+                killed_worker_is_restarted,
+                listening_sockets_match_the_model,
                 ab_without_keep_alive,
                 ab_with_keep_alive,
                 wrk_keep_alive,
@@ -61,9 +63,22 @@ macro_rules! suite {
 }
 
 suite! {
-    prefork_blocking => Spec { one_conn_per_worker: true, ..Spec::shared("prefork-blocking", &[]) };
+    prefork_blocking => Spec {
+        one_conn_per_worker: true,
+        processes: true,
+        ..Spec::shared("prefork-blocking", &[])
+    };
     work_stealing => Spec::shared("work-stealing", &[]);
-    prefork_eventloop => Spec::shared("prefork-eventloop", &[]);
-    prefork_eventloop_reuseport => Spec::shared("prefork-eventloop", &["--reuseport"]);
+    coroutine_reuseport => Spec {
+        processes: true,
+        reuseport: true,
+        ..Spec::shared("coroutine-reuseport", &[])
+    };
+    prefork_eventloop => Spec { processes: true, ..Spec::shared("prefork-eventloop", &[]) };
+    prefork_eventloop_reuseport => Spec {
+        processes: true,
+        reuseport: true,
+        ..Spec::shared("prefork-eventloop", &["--reuseport"])
+    };
     work_stealing_hyper => Spec { hyper: true, ..Spec::shared("work-stealing", &["--codec", "hyper"]) };
 }

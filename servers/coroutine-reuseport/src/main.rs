@@ -1,0 +1,309 @@
+//! # coroutine-reuseport — the Swoole `Co\Http\Server` model
+//!
+//! ```text
+//!                  clients
+//!                     │  SYN
+//!          ┌──────────▼───────────┐  the kernel hashes each new connection
+//!          │ SO_REUSEPORT group   │  (src/dst address and port) to ONE socket
+//!          └──┬────────┬───────┬──┘
+//!     ┌───────▼──┐ ┌───▼─────┐ ┌▼─────────┐
+//!     │ socket 0 │ │socket 1 │ │socket N-1│   one listening socket per process,
+//!     │  queue   │ │ queue   │ │  queue   │   its own accept queue
+//!     └────┬─────┘ └───┬─────┘ └────┬─────┘
+//!   ┌──────▼──────┐┌───▼────────┐┌──▼──────────┐
+//!   │ process 0   ││ process 1  ││ process N-1 │  forked and restarted by the master
+//!   │ 1 scheduler ││            ││             │
+//!   │  thread     ││    …       ││     …       │  `may`, one worker thread
+//!   │ ┌──┐┌──┐┌──┐││            ││             │
+//!   │ │co││co││co│││            ││             │  one stackful coroutine per connection:
+//!   │ └──┘└──┘└──┘││            ││             │  read → parse → handle → write, written
+//!   └─────────────┘└────────────┘└─────────────┘  as straight-line blocking code
+//! ```
+//!
+//! The benchmark posts ran Swoole's `Co\Http\Server` as N independent processes, each
+//! binding the same port with SO_REUSEPORT and running a single-threaded coroutine
+//! scheduler. Here: the master reserves the port (so port 0 and a busy port are handled
+//! once, up front) and forks `--workers` processes; each binds its own SO_REUSEPORT socket
+//! (socket2) and runs `may` with exactly one scheduler thread, on its own CPU when `--cpus`
+//! is given. Every connection is a coroutine with a `--stack-size` stack that reads,
+//! handles and writes as if I/O blocked; `may` parks the coroutine on epoll instead.
+//! `--workers 1` is also the gevent / Tornado single-process model.
+//!
+//! ## What the model predicts
+//! - No shared accept queue and no cross-process wake-ups: each connection lands in one
+//!   process's queue and stays there.
+//! - A busy process cannot hand its connections to an idle one: with few connections the
+//!   kernel's hash can put more of them on one process — `--stats` shows the spread.
+//! - A CPU-bound or synchronous handler stalls every coroutine of its process, as in an
+//!   event loop; a coroutine sleep does not.
+//! - Per keep-alive request: one `read`, one `write`, a share of `epoll_wait`. After a
+//!   short read the socket is drained, so the coroutine parks on readiness
+//!   ([`WaitIo::wait_io`]) instead of reading again only to get EAGAIN.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use common::cli::{self, ServerArgs};
+use common::codec::{Conn, Progress};
+use common::listener::{self, ListenOptions};
+use common::supervisor::{self, Supervisor};
+use common::{linger, shutdown, stats};
+use may::io::WaitIo;
+use may::net::{TcpListener, TcpStream};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const ARCH: &str = "coroutine-reuseport";
+
+/// Swoole Co\Http\Server: N processes, SO_REUSEPORT each, one coroutine scheduler each.
+#[derive(Parser, Debug)]
+#[command(name = ARCH, version, about)]
+struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Stack size of each connection's coroutine, in bytes.
+    #[arg(long, default_value_t = 16 * 1024, value_parser = clap::value_parser!(u64).range(8192..=(64 << 20)))]
+    stack_size: u64,
+}
+
+fn main() {
+    let args: Args = cli::parse();
+    let config = args.server.resolve().unwrap_or_else(|e| cli::fail(ARCH, e));
+    let (_reserved, addr) = listener::reserve_reuseport(config.addr)
+        .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr)));
+    let pinned = !config.cpus.is_empty();
+    let (backlog, report, stack) = (config.backlog, config.stats, args.stack_size as usize);
+    // Fork before anything touches `may`: its scheduler threads would not survive a fork.
+    let supervisor = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |_| {
+        worker(addr, backlog, pinned, stack, report)
+    })
+    .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
+    let pids: Vec<String> = supervisor.pids().iter().map(|p| p.to_string()).collect();
+    cli::announce(
+        ARCH,
+        addr,
+        format!(
+            "{} worker processes (pids {}), one SO_REUSEPORT socket and one coroutine scheduler each, {} KiB stacks",
+            pids.len(),
+            pids.join(", "),
+            stack / 1024
+        ),
+    );
+    std::process::exit(supervisor.run());
+}
+
+/// An open connection: its fd, and whether its coroutine is parked between requests.
+type Entry = (RawFd, Arc<AtomicBool>);
+
+/// The connections of this process, so a stop can end the idle ones.
+struct Registry {
+    stopping: AtomicBool,
+    live: AtomicUsize,
+    /// fd and "parked between requests" flag of every open connection.
+    conns: Mutex<Vec<Option<Entry>>>,
+}
+
+static REGISTRY: Registry = Registry {
+    stopping: AtomicBool::new(false),
+    live: AtomicUsize::new(0),
+    conns: Mutex::new(Vec::new()),
+};
+
+/// One worker process: bind, schedule coroutines on one thread, stop on SIGTERM.
+fn worker(
+    addr: SocketAddr,
+    backlog: i32,
+    pinned: bool,
+    stack_size: usize,
+    report: bool,
+) -> Result<(), String> {
+    shutdown::install();
+    // When the supervisor pinned this process, `may` follows the process's CPU mask;
+    // otherwise its default would pin every process's scheduler to CPU 0.
+    may::config()
+        .set_workers(1)
+        .set_stack_size(stack_size)
+        .set_worker_pin(pinned);
+    let std_listener = ListenOptions::new(addr)
+        .backlog(backlog)
+        .reuse_port(true)
+        .nonblocking(true)
+        .bind()
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let listener_fd = std_listener.as_raw_fd();
+    // SAFETY: the fd is a listening TCP socket whose ownership moves to `may` here.
+    let listener = unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) };
+    // SAFETY: the closure only uses `may`-aware I/O; it is the only coroutine at this point.
+    let acceptor = unsafe { may::coroutine::spawn(move || accept_loop(listener)) };
+
+    // The main thread is not a scheduler thread: it waits for the stop signal with a
+    // plain blocking read, then hands the stop to the scheduler.
+    let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| format!("cannot create the stop channel: {e}"))?;
+    shutdown::set_wake_fd(wake_tx.as_raw_fd());
+    supervisor::ready();
+    let mut byte = [0u8; 8];
+    while !shutdown::requested() {
+        let _ = wake_rx.read(&mut byte);
+    }
+    begin_stop(listener_fd);
+    let _ = acceptor.join();
+    // Busy connections finish their request and close; the master's grace caps this.
+    while REGISTRY.live.load(Ordering::SeqCst) > 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if report {
+        stats::report(ARCH);
+    }
+    drop(wake_tx);
+    Ok(())
+}
+
+/// Stops accepting (this process's own socket) and ends every parked connection by
+/// shutting its read side: its coroutine wakes, reads EOF and closes.
+fn begin_stop(listener_fd: RawFd) {
+    REGISTRY.stopping.store(true, Ordering::SeqCst);
+    // SAFETY: plain shutdown(2) calls on fds owned by this process.
+    unsafe { libc::shutdown(listener_fd, libc::SHUT_RD) };
+    let conns = REGISTRY.conns.lock().unwrap_or_else(|e| e.into_inner());
+    for (fd, parked) in conns.iter().flatten() {
+        if parked.load(Ordering::SeqCst) {
+            // SAFETY: as above; the fd stays registered until its coroutine removes it.
+            unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener) {
+    while !REGISTRY.stopping.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = listener::tune_accepted(stream.inner());
+                REGISTRY.live.fetch_add(1, Ordering::SeqCst);
+                may::go!(move || {
+                    serve(stream);
+                    REGISTRY.live.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+            Err(_) if REGISTRY.stopping.load(Ordering::SeqCst) => return,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+            Err(e) => {
+                // EMFILE/ENFILE: back off rather than spin.
+                eprintln!("{ARCH}: accept failed: {e}; backing off");
+                may::coroutine::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// A connection's registry entry, removed when the connection ends.
+struct Registered(usize);
+
+impl Registered {
+    fn new(fd: RawFd, parked: Arc<AtomicBool>) -> Self {
+        let mut conns = REGISTRY.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = conns.iter().position(Option::is_none).unwrap_or_else(|| {
+            conns.push(None);
+            conns.len() - 1
+        });
+        conns[slot] = Some((fd, parked));
+        Registered(slot)
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut conns = REGISTRY.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns[self.0] = None;
+    }
+}
+
+/// One connection, as straight-line blocking code: read, handle, write, repeat.
+fn serve(mut stream: TcpStream) {
+    let parked = Arc::new(AtomicBool::new(false));
+    let _entry = Registered::new(stream.as_raw_fd(), parked.clone());
+    let mut conn = Conn::new();
+    // True when the last read came back short: the socket is drained, so the next read
+    // waits for readiness first instead of paying a read that returns EAGAIN.
+    let mut drained = false;
+    loop {
+        match conn.process() {
+            Progress::Read => {
+                if write_out(&mut stream, &mut conn).is_err() {
+                    return;
+                }
+                let idle = conn.is_idle();
+                if idle {
+                    // Coroutines are not preempted: between this check and parking in
+                    // wait_io/read, the stop coroutine cannot run.
+                    if REGISTRY.stopping.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    parked.store(true, Ordering::SeqCst);
+                }
+                if drained {
+                    stream.wait_io();
+                }
+                let buf = conn.read_buf();
+                let room = buf.len();
+                let read = stream.read(buf);
+                parked.store(false, Ordering::SeqCst);
+                match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        conn.filled(n);
+                        drained = n < room;
+                    }
+                }
+            }
+            Progress::Wait(wait) => {
+                if write_out(&mut stream, &mut conn).is_err() {
+                    return;
+                }
+                // Parks only this coroutine; the others keep running.
+                may::coroutine::sleep(wait);
+            }
+            Progress::Close => {
+                let _ = write_out(&mut stream, &mut conn);
+                let _ = stream.shutdown(Shutdown::Write);
+                if conn.should_linger() {
+                    drain(&mut stream);
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn write_out(stream: &mut TcpStream, conn: &mut Conn) -> io::Result<()> {
+    let out = conn.output();
+    if !out.is_empty() {
+        let n = out.len();
+        stream.write_all(out)?;
+        conn.written(n);
+    }
+    Ok(())
+}
+
+/// Lingering close after an error (see `common::linger`), with coroutine-aware timeouts.
+fn drain(stream: &mut TcpStream) {
+    let deadline = Instant::now() + linger::TIMEOUT;
+    let mut scratch = [0u8; 2048];
+    let mut drained = 0;
+    while drained < linger::MAX_BYTES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut scratch) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drained += n,
+        }
+    }
+}
