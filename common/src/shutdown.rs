@@ -16,7 +16,8 @@
 //! async-signal-safe, and the loop sees it as readiness.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static IDLE_FD: AtomicI32 = AtomicI32::new(-1);
@@ -75,4 +76,139 @@ pub fn idle_end() {
 /// Registers an fd (eventfd or pipe write end) the handler writes to on stop.
 pub fn set_wake_fd(fd: RawFd) {
     WAKE_FD.store(fd, SeqCst);
+}
+
+/// The open connections of one worker, so that a stop can end the idle ones from another
+/// thread (coroutine and thread-per-core servers, whose connections wait inside their
+/// runtime where no signal can reach them).
+///
+/// A connection marks itself *parked* before it waits for its next request and unmarks
+/// itself when bytes arrive. [`ConnRegistry::stop`] sets the stop flag, then shuts the
+/// read side of every parked connection, so its pending read returns end-of-file. The
+/// two sides store first and check second (sequentially consistent), so either the
+/// connection sees the stop before it waits, or the stopper sees it parked: no connection
+/// can slip into an endless wait.
+#[derive(Debug, Default)]
+pub struct ConnRegistry {
+    stopping: AtomicBool,
+    live: AtomicUsize,
+    slots: Mutex<Vec<Option<Slot>>>,
+}
+
+/// A registered connection's fd and its "parked between requests" flag.
+type Slot = (RawFd, Arc<AtomicBool>);
+
+/// A connection's entry in a [`ConnRegistry`]; dropping it unregisters the connection.
+#[derive(Debug)]
+pub struct Registration {
+    registry: Arc<ConnRegistry>,
+    slot: usize,
+    parked: Arc<AtomicBool>,
+}
+
+impl ConnRegistry {
+    pub fn new() -> Arc<Self> {
+        Arc::new(ConnRegistry::default())
+    }
+
+    /// Registers an open connection (once per connection, not per request).
+    pub fn register(self: &Arc<Self>, fd: RawFd) -> Registration {
+        let parked = Arc::new(AtomicBool::new(false));
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = slots.iter().position(Option::is_none).unwrap_or_else(|| {
+            slots.push(None);
+            slots.len() - 1
+        });
+        slots[slot] = Some((fd, parked.clone()));
+        self.live.fetch_add(1, SeqCst);
+        Registration {
+            registry: self.clone(),
+            slot,
+            parked,
+        }
+    }
+
+    /// True once [`ConnRegistry::stop`] was called.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(SeqCst)
+    }
+
+    /// Connections still open.
+    pub fn live(&self) -> usize {
+        self.live.load(SeqCst)
+    }
+
+    /// Stops: shuts the listener's read side (a pending accept fails, and this worker's
+    /// own socket takes no more connections), then every parked connection's.
+    pub fn stop(&self, listener: Option<RawFd>) {
+        self.stopping.store(true, SeqCst);
+        if let Some(fd) = listener {
+            // SAFETY: shutdown(2) on the caller's listening socket.
+            unsafe { libc::shutdown(fd, libc::SHUT_RD) };
+        }
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        for (fd, parked) in slots.iter().flatten() {
+            if parked.load(SeqCst) {
+                // SAFETY: an fd stays registered, hence open, until its connection drops
+                // its registration, which needs this lock.
+                unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
+            }
+        }
+    }
+}
+
+impl Registration {
+    /// Marks the connection as waiting between requests. False if the worker is stopping:
+    /// the caller closes the connection instead of waiting.
+    pub fn park(&self) -> bool {
+        self.parked.store(true, SeqCst);
+        if self.registry.stopping() {
+            self.parked.store(false, SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Bytes arrived (or the wait ended): no longer parked.
+    pub fn unpark(&self) {
+        self.parked.store(false, SeqCst);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut slots = self
+            .registry
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        slots[self.slot] = None;
+        self.registry.live.fetch_sub(1, SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn stop_ends_a_parked_connection_and_not_a_busy_one() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _a = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _b = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut parked_conn, _) = listener.accept().unwrap();
+        let (busy_conn, _) = listener.accept().unwrap();
+        let registry = ConnRegistry::new();
+        let parked = registry.register(std::os::fd::AsRawFd::as_raw_fd(&parked_conn));
+        let _busy = registry.register(std::os::fd::AsRawFd::as_raw_fd(&busy_conn));
+        assert_eq!(registry.live(), 2);
+        assert!(parked.park());
+        registry.stop(None);
+        let mut buf = [0u8; 8];
+        assert_eq!(parked_conn.read(&mut buf).unwrap(), 0, "parked read ends");
+        assert!(!parked.park(), "no new wait after a stop");
+        drop(parked);
+        assert_eq!(registry.live(), 1);
+    }
 }

@@ -74,6 +74,7 @@ suite! {
         reuseport: true,
         ..Spec::shared("coroutine-reuseport", &[])
     };
+    thread_per_core => Spec { reuseport: true, ..Spec::shared("thread-per-core", &[]) };
     prefork_eventloop => Spec { processes: true, ..Spec::shared("prefork-eventloop", &[]) };
     prefork_eventloop_reuseport => Spec {
         processes: true,

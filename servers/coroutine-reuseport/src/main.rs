@@ -42,17 +42,17 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::cli::{self, ServerArgs};
 use common::codec::{Conn, Progress};
 use common::listener::{self, ListenOptions};
+use common::shutdown::{self, ConnRegistry, Registration};
 use common::supervisor::{self, Supervisor};
-use common::{linger, shutdown, stats};
+use common::{linger, stats};
 use may::io::WaitIo;
 use may::net::{TcpListener, TcpStream};
 
@@ -98,23 +98,6 @@ fn main() {
     std::process::exit(supervisor.run());
 }
 
-/// An open connection: its fd, and whether its coroutine is parked between requests.
-type Entry = (RawFd, Arc<AtomicBool>);
-
-/// The connections of this process, so a stop can end the idle ones.
-struct Registry {
-    stopping: AtomicBool,
-    live: AtomicUsize,
-    /// fd and "parked between requests" flag of every open connection.
-    conns: Mutex<Vec<Option<Entry>>>,
-}
-
-static REGISTRY: Registry = Registry {
-    stopping: AtomicBool::new(false),
-    live: AtomicUsize::new(0),
-    conns: Mutex::new(Vec::new()),
-};
-
 /// One worker process: bind, schedule coroutines on one thread, stop on SIGTERM.
 fn worker(
     addr: SocketAddr,
@@ -139,8 +122,10 @@ fn worker(
     let listener_fd = std_listener.as_raw_fd();
     // SAFETY: the fd is a listening TCP socket whose ownership moves to `may` here.
     let listener = unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) };
+    let registry = ConnRegistry::new();
+    let conns = registry.clone();
     // SAFETY: the closure only uses `may`-aware I/O; it is the only coroutine at this point.
-    let acceptor = unsafe { may::coroutine::spawn(move || accept_loop(listener)) };
+    let acceptor = unsafe { may::coroutine::spawn(move || accept_loop(listener, conns)) };
 
     // The main thread is not a scheduler thread: it waits for the stop signal with a
     // plain blocking read, then hands the stop to the scheduler.
@@ -152,10 +137,11 @@ fn worker(
     while !shutdown::requested() {
         let _ = wake_rx.read(&mut byte);
     }
-    begin_stop(listener_fd);
+    // Stop accepting on this process's own socket and end every parked connection.
+    registry.stop(Some(listener_fd));
     let _ = acceptor.join();
     // Busy connections finish their request and close; the master's grace caps this.
-    while REGISTRY.live.load(Ordering::SeqCst) > 0 {
+    while registry.live() > 0 {
         std::thread::sleep(Duration::from_millis(5));
     }
     if report {
@@ -165,33 +151,15 @@ fn worker(
     Ok(())
 }
 
-/// Stops accepting (this process's own socket) and ends every parked connection by
-/// shutting its read side: its coroutine wakes, reads EOF and closes.
-fn begin_stop(listener_fd: RawFd) {
-    REGISTRY.stopping.store(true, Ordering::SeqCst);
-    // SAFETY: plain shutdown(2) calls on fds owned by this process.
-    unsafe { libc::shutdown(listener_fd, libc::SHUT_RD) };
-    let conns = REGISTRY.conns.lock().unwrap_or_else(|e| e.into_inner());
-    for (fd, parked) in conns.iter().flatten() {
-        if parked.load(Ordering::SeqCst) {
-            // SAFETY: as above; the fd stays registered until its coroutine removes it.
-            unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
-        }
-    }
-}
-
-fn accept_loop(listener: TcpListener) {
-    while !REGISTRY.stopping.load(Ordering::SeqCst) {
+fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>) {
+    while !conns.stopping() {
         match listener.accept() {
             Ok((stream, _)) => {
                 let _ = listener::tune_accepted(stream.inner());
-                REGISTRY.live.fetch_add(1, Ordering::SeqCst);
-                may::go!(move || {
-                    serve(stream);
-                    REGISTRY.live.fetch_sub(1, Ordering::SeqCst);
-                });
+                let entry = conns.register(stream.as_raw_fd());
+                may::go!(move || serve(stream, entry));
             }
-            Err(_) if REGISTRY.stopping.load(Ordering::SeqCst) => return,
+            Err(_) if conns.stopping() => return,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
             Err(e) => {
                 // EMFILE/ENFILE: back off rather than spin.
@@ -202,32 +170,8 @@ fn accept_loop(listener: TcpListener) {
     }
 }
 
-/// A connection's registry entry, removed when the connection ends.
-struct Registered(usize);
-
-impl Registered {
-    fn new(fd: RawFd, parked: Arc<AtomicBool>) -> Self {
-        let mut conns = REGISTRY.conns.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = conns.iter().position(Option::is_none).unwrap_or_else(|| {
-            conns.push(None);
-            conns.len() - 1
-        });
-        conns[slot] = Some((fd, parked));
-        Registered(slot)
-    }
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        let mut conns = REGISTRY.conns.lock().unwrap_or_else(|e| e.into_inner());
-        conns[self.0] = None;
-    }
-}
-
 /// One connection, as straight-line blocking code: read, handle, write, repeat.
-fn serve(mut stream: TcpStream) {
-    let parked = Arc::new(AtomicBool::new(false));
-    let _entry = Registered::new(stream.as_raw_fd(), parked.clone());
+fn serve(mut stream: TcpStream, entry: Registration) {
     let mut conn = Conn::new();
     // True when the last read came back short: the socket is drained, so the next read
     // waits for readiness first instead of paying a read that returns EAGAIN.
@@ -238,14 +182,9 @@ fn serve(mut stream: TcpStream) {
                 if write_out(&mut stream, &mut conn).is_err() {
                     return;
                 }
-                let idle = conn.is_idle();
-                if idle {
-                    // Coroutines are not preempted: between this check and parking in
-                    // wait_io/read, the stop coroutine cannot run.
-                    if REGISTRY.stopping.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    parked.store(true, Ordering::SeqCst);
+                // Between requests a stop may end the connection (see ConnRegistry).
+                if conn.is_idle() && !entry.park() {
+                    return;
                 }
                 if drained {
                     stream.wait_io();
@@ -253,7 +192,7 @@ fn serve(mut stream: TcpStream) {
                 let buf = conn.read_buf();
                 let room = buf.len();
                 let read = stream.read(buf);
-                parked.store(false, Ordering::SeqCst);
+                entry.unpark();
                 match read {
                     Ok(0) | Err(_) => return,
                     Ok(n) => {
