@@ -1,0 +1,180 @@
+//! The load generators: command lines for `ab` and `wrk`, and parsers of what they print.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Client {
+    /// ApacheBench: what the posts used. HTTP/1.0, one thread, latency in whole ms.
+    Ab,
+    /// wrk: HTTP/1.1 keep-alive, Lua scripts (pipelining), latency in µs.
+    Wrk,
+}
+
+/// How long or how much one run sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    Duration(Duration),
+    Requests(u64),
+}
+
+/// One client invocation.
+#[derive(Debug, Clone)]
+pub struct Load<'a> {
+    pub client: Client,
+    pub url: &'a str,
+    pub connections: u32,
+    pub keep_alive: bool,
+    pub amount: Amount,
+    /// Requests per pipelined batch (wrk only, through `script`).
+    pub pipeline: Option<u32>,
+    pub script: &'a Path,
+}
+
+/// The argument vector (program first) for one run.
+pub fn command(load: &Load) -> Result<Vec<String>, String> {
+    let mut args: Vec<String> = Vec::new();
+    let c = load.connections.to_string();
+    match load.client {
+        Client::Ab => {
+            if load.pipeline.is_some() {
+                return Err("ab cannot pipeline requests; use --client wrk".into());
+            }
+            args.push("ab".into());
+            match load.amount {
+                // -t stops after the time limit; -n only raises ab's default cap of 50000.
+                Amount::Duration(d) => args.extend([
+                    "-t".into(),
+                    d.as_secs().max(1).to_string(),
+                    "-n".into(),
+                    "100000000".into(),
+                ]),
+                Amount::Requests(n) => args.extend(["-n".into(), n.to_string()]),
+            }
+            args.extend(["-c".into(), c, "-s".into(), "10".into()]);
+            if load.keep_alive {
+                args.push("-k".into());
+            }
+        }
+        Client::Wrk => {
+            let Amount::Duration(d) = load.amount else {
+                return Err("wrk runs for a duration; use --duration with --client wrk".into());
+            };
+            args.extend([
+                "wrk".into(),
+                "-t1".into(),
+                format!("-c{c}"),
+                format!("-d{}s", d.as_secs().max(1)),
+                "--latency".into(),
+                "--timeout".into(),
+                "5s".into(),
+            ]);
+            if !load.keep_alive {
+                // wrk always speaks keep-alive; this makes every response close.
+                args.extend(["-H".into(), "Connection: close".into()]);
+            }
+            if load.pipeline.is_some() {
+                args.extend(["-s".into(), load.script.display().to_string()]);
+            }
+        }
+    }
+    args.push(load.url.to_string());
+    if let (Client::Wrk, Some(depth)) = (load.client, load.pipeline) {
+        args.extend(["--".into(), depth.to_string()]);
+    }
+    Ok(args)
+}
+
+/// What a client reported for one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Outcome {
+    pub requests: u64,
+    pub rps: f64,
+    /// Failed requests (ab), or socket errors of any kind (wrk).
+    pub failed: u64,
+    pub non_2xx: u64,
+    /// wrk's socket-timeout count (ab has none).
+    pub timeouts: u64,
+    /// Requests ab answered on a kept-alive connection.
+    pub keep_alive_requests: Option<u64>,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+fn number_after(text: &str, label: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.trim_start().strip_prefix(label))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.trim_end_matches(',').parse().ok())
+}
+
+/// Parses ab's report. Its latency table is in whole milliseconds.
+pub fn parse_ab(text: &str) -> Result<Outcome, String> {
+    let requests = number_after(text, "Complete requests:")
+        .ok_or_else(|| format!("no 'Complete requests' in ab output: {}", tail(text)))?;
+    let pct = |p: &str| number_after(text, p);
+    Ok(Outcome {
+        requests: requests as u64,
+        rps: number_after(text, "Requests per second:").unwrap_or(0.0),
+        failed: number_after(text, "Failed requests:").unwrap_or(0.0) as u64,
+        non_2xx: number_after(text, "Non-2xx responses:").unwrap_or(0.0) as u64,
+        timeouts: 0,
+        keep_alive_requests: number_after(text, "Keep-Alive requests:").map(|n| n as u64),
+        p50_ms: pct("50%"),
+        p99_ms: pct("99%"),
+    })
+}
+
+/// Parses wrk's report (run with `--latency`).
+pub fn parse_wrk(text: &str) -> Result<Outcome, String> {
+    let requests = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .ok_or_else(|| format!("no request count in wrk output: {}", tail(text)))?;
+    let mut outcome = Outcome {
+        requests,
+        rps: number_after(text, "Requests/sec:").unwrap_or(0.0),
+        non_2xx: number_after(text, "Non-2xx or 3xx responses:").unwrap_or(0.0) as u64,
+        p50_ms: latency(text, "50%"),
+        p99_ms: latency(text, "99%"),
+        ..Outcome::default()
+    };
+    if let Some(line) = text.lines().find(|l| l.contains("Socket errors:")) {
+        // "Socket errors: connect 0, read 31391, write 0, timeout 0"
+        let counts: Vec<u64> = line
+            .split([',', ':'])
+            .filter_map(|part| part.split_whitespace().last()?.parse().ok())
+            .collect();
+        outcome.failed = counts.iter().sum();
+        outcome.timeouts = counts.last().copied().unwrap_or(0);
+    }
+    Ok(outcome)
+}
+
+/// A wrk latency such as `182.00us`, `1.37ms` or `2.01s`, in milliseconds.
+fn latency(text: &str, label: &str) -> Option<f64> {
+    let value = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(label))?
+        .trim();
+    let (number, scale) = if let Some(v) = value.strip_suffix("us") {
+        (v, 0.001)
+    } else if let Some(v) = value.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = value.strip_suffix('s') {
+        (v, 1000.0)
+    } else {
+        return None;
+    };
+    number.parse::<f64>().ok().map(|n| n * scale)
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(3)..].join(" / ")
+}

@@ -1,0 +1,21 @@
+//! # bench — the harness that points `ab` and `wrk` at every architecture fairly
+//!
+//! The benchmark posts archzoo answers published figures that measured the load generator
+//! (`ab -c 1000` could not saturate 12 cores) and drew conclusions from hello world. This
+//! harness runs the same matrix they should have run and says, for every cell, *who* was
+//! the bottleneck.
+//!
+//! # Layout
+//! - [`variants`] — the one list of servers (and their modes) and workloads it knows.
+//! - [`client`] — `ab` and `wrk` command lines and parsers of their output.
+//! - [`procfs`] — CPU time, context switches and peak memory of a process tree, from /proc.
+//! - [`server`] — starting a server binary pinned to its CPUs, validating its answer,
+//!   stopping it and collecting its `--stats`.
+//! - [`report`] — the verdict rule, the markdown table, results.json/csv and SVG charts.
+//! - `main.rs` — the command line and the matrix loop.
+
+pub mod client;
+pub mod procfs;
+pub mod report;
+pub mod server;
+pub mod variants;

@@ -1,0 +1,382 @@
+//! Turning runs into verdicts, a table, files and charts.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::client::{Client, Outcome};
+
+/// CPU use (percent of the CPUs a side was given) at which that side is the bottleneck.
+pub const BOUND_PCT: f64 = 90.0;
+
+/// Who limited a run — the lesson of the `ab -c 1000` post.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The server used ≥ 90 % of its CPUs: the figure measures the server.
+    ServerBound,
+    /// The client used ≥ 90 % of its CPU and the server did not: the figure is only a
+    /// lower bound for the server.
+    ClientBound,
+    /// Neither was saturated: too little concurrency, or everyone was waiting.
+    Neither,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::ServerBound => "server-bound",
+            Verdict::ClientBound => "client-bound",
+            Verdict::Neither => "neither",
+        }
+    }
+}
+
+/// The verdict rule. `server_pct` is None when the server is not ours to measure (`--url`).
+pub fn verdict(server_pct: Option<f64>, client_pct: f64) -> Verdict {
+    match server_pct {
+        Some(s) if s >= BOUND_PCT => Verdict::ServerBound,
+        _ if client_pct >= BOUND_PCT => Verdict::ClientBound,
+        _ => Verdict::Neither,
+    }
+}
+
+/// One repetition.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub outcome: Outcome,
+    pub wall_secs: f64,
+    /// Server CPU time ÷ wall time ÷ server CPUs, in percent.
+    pub server_cpu_pct: Option<f64>,
+    /// Client CPU time ÷ wall time, in percent of one CPU (ab and `wrk -t1` are one thread).
+    pub client_cpu_pct: f64,
+    pub server_cpu_us_per_req: Option<f64>,
+    pub voluntary_switches_per_req: Option<f64>,
+    pub involuntary_switches_per_req: Option<f64>,
+    pub syscalls_per_req: Option<f64>,
+    pub verdict: Verdict,
+    pub command: String,
+}
+
+/// One cell of the matrix, with every repetition.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub variant: String,
+    pub model: String,
+    pub workers: usize,
+    pub server_cpus: Vec<usize>,
+    pub client_cpus: Vec<usize>,
+    pub workload: String,
+    pub keep_alive: bool,
+    pub connections: u32,
+    pub client: Client,
+    pub pipeline: Option<u32>,
+    pub runs: Vec<Run>,
+    /// Why the cell has no figures (failed validation, did not start, died).
+    pub failure: Option<String>,
+    pub peak_rss_kib: Option<u64>,
+    /// Requests per worker from the server's `--stats` (warm-up included).
+    pub worker_requests: Vec<u64>,
+    pub notes: Vec<String>,
+}
+
+impl Cell {
+    /// The repetition with the median req/s.
+    pub fn median(&self) -> Option<&Run> {
+        let mut runs: Vec<&Run> = self.runs.iter().collect();
+        runs.sort_by(|a, b| a.outcome.rps.total_cmp(&b.outcome.rps));
+        runs.get(runs.len() / 2).copied()
+    }
+
+    pub fn rps_range(&self) -> (f64, f64) {
+        let rps = self.runs.iter().map(|r| r.outcome.rps);
+        (
+            rps.clone().fold(f64::INFINITY, f64::min),
+            rps.fold(0.0, f64::max),
+        )
+    }
+
+    /// Busiest worker's requests ÷ the mean: 1.0 is a perfect spread.
+    pub fn imbalance(&self) -> Option<f64> {
+        if self.worker_requests.len() < 2 {
+            return None;
+        }
+        let max = *self.worker_requests.iter().max()? as f64;
+        let mean =
+            self.worker_requests.iter().sum::<u64>() as f64 / self.worker_requests.len() as f64;
+        (mean > 0.0).then(|| max / mean)
+    }
+
+    fn group(&self) -> (String, bool, u32, Client, Option<u32>) {
+        (
+            self.workload.clone(),
+            self.keep_alive,
+            self.connections,
+            self.client,
+            self.pipeline,
+        )
+    }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.digits$}"))
+}
+
+/// The table in the style of the posts, with each row's ratio to the fastest row of its
+/// group (same workload, keep-alive, concurrency, client), and one line per verdict.
+pub fn markdown(cells: &[Cell]) -> String {
+    let mut out = String::new();
+    // The syscalls column appears when a run counted them (--syscalls).
+    let syscalls = cells
+        .iter()
+        .any(|c| c.runs.iter().any(|r| r.syscalls_per_req.is_some()));
+    out.push_str("| variant | model | workers | workload | keep-alive | c | req/s (min–max) | × fastest | CPU µs/req |");
+    out.push_str(if syscalls { " syscalls/req |" } else { "" });
+    out.push_str(" p99 ms | verdict | imbalance |\n|---|---|---:|---|---|---:|---:|---:|---:|");
+    out.push_str(if syscalls { "---:|" } else { "" });
+    out.push_str("---:|---|---:|\n");
+    for cell in cells {
+        let ka = if cell.keep_alive { "on" } else { "off" };
+        let c = match cell.pipeline {
+            Some(p) => format!("{} ×{p}", cell.connections),
+            None => cell.connections.to_string(),
+        };
+        let head = format!(
+            "| {} | {} | {} | {} | {ka} | {c} |",
+            cell.variant, cell.model, cell.workers, cell.workload
+        );
+        let Some(run) = cell.median() else {
+            let why = cell.failure.as_deref().unwrap_or("no run");
+            let pad = if syscalls {
+                " | | | | | | |"
+            } else {
+                " | | | | | |"
+            };
+            let _ = writeln!(out, "{head} FAILED: {why}{pad}");
+            continue;
+        };
+        let fastest = cells
+            .iter()
+            .filter(|o| o.group() == cell.group())
+            .filter_map(|o| o.median().map(|r| r.outcome.rps))
+            .fold(0.0, f64::max);
+        let (lo, hi) = cell.rps_range();
+        let ratio = if fastest > 0.0 {
+            run.outcome.rps / fastest
+        } else {
+            0.0
+        };
+        let mut verdict = run.verdict.label().to_string();
+        if run.verdict == Verdict::ClientBound {
+            verdict.push_str(" (lower bound)");
+        }
+        let sys = if syscalls {
+            format!(" {} |", opt(run.syscalls_per_req, 2))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{head} {:.0} ({:.0}–{:.0}) | {ratio:.2} | {} |{sys} {} | {verdict} | {} |",
+            run.outcome.rps,
+            lo,
+            hi,
+            opt(run.server_cpu_us_per_req, 2),
+            opt(run.outcome.p99_ms, 2),
+            opt(cell.imbalance(), 2),
+        );
+    }
+    out.push('\n');
+    out.push_str(&format!(
+        "server-bound: the server used ≥ {BOUND_PCT:.0} % of its CPUs — the figure measures it.\n\
+         client-bound: the client used ≥ {BOUND_PCT:.0} % of its CPU and the server less — the figure is only a lower bound for the server.\n\
+         neither: nobody was saturated (too little concurrency, or waiting) — compare CPU µs/req, not req/s.\n\
+         CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.\n\
+         imbalance: busiest worker's requests ÷ the mean (1.00 = even).\n"
+    ));
+    for cell in cells {
+        for note in &cell.notes {
+            let _ = writeln!(
+                out,
+                "note ({} {}, c={}): {note}",
+                cell.variant, cell.workload, cell.connections
+            );
+        }
+    }
+    out
+}
+
+/// Writes results.json, results.csv and the SVG charts into `dir`.
+pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let json = serde_json::json!({ "meta": meta, "cells": cells });
+    let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("results.json"), text).map_err(|e| e.to_string())?;
+
+    let mut csv = csv::Writer::from_path(dir.join("results.csv")).map_err(|e| e.to_string())?;
+    csv.write_record([
+        "variant",
+        "model",
+        "workers",
+        "workload",
+        "keep_alive",
+        "connections",
+        "client",
+        "pipeline",
+        "rep",
+        "requests",
+        "rps",
+        "failed",
+        "non_2xx",
+        "timeouts",
+        "p50_ms",
+        "p99_ms",
+        "server_cpu_pct",
+        "client_cpu_pct",
+        "server_cpu_us_per_req",
+        "voluntary_switches_per_req",
+        "involuntary_switches_per_req",
+        "syscalls_per_req",
+        "peak_rss_kib",
+        "imbalance",
+        "verdict",
+        "failure",
+        "command",
+    ])
+    .map_err(|e| e.to_string())?;
+    let num = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    for cell in cells {
+        let rows: Vec<Option<&Run>> = if cell.runs.is_empty() {
+            vec![None]
+        } else {
+            cell.runs.iter().map(Some).collect()
+        };
+        for (rep, run) in rows.into_iter().enumerate() {
+            let o = run.map(|r| r.outcome.clone()).unwrap_or_default();
+            csv.write_record([
+                cell.variant.clone(),
+                cell.model.clone(),
+                cell.workers.to_string(),
+                cell.workload.clone(),
+                cell.keep_alive.to_string(),
+                cell.connections.to_string(),
+                format!("{:?}", cell.client).to_lowercase(),
+                cell.pipeline.map_or(String::new(), |p| p.to_string()),
+                rep.to_string(),
+                o.requests.to_string(),
+                format!("{:.1}", o.rps),
+                o.failed.to_string(),
+                o.non_2xx.to_string(),
+                o.timeouts.to_string(),
+                num(o.p50_ms),
+                num(o.p99_ms),
+                num(run.and_then(|r| r.server_cpu_pct)),
+                num(run.map(|r| r.client_cpu_pct)),
+                num(run.and_then(|r| r.server_cpu_us_per_req)),
+                num(run.and_then(|r| r.voluntary_switches_per_req)),
+                num(run.and_then(|r| r.involuntary_switches_per_req)),
+                num(run.and_then(|r| r.syscalls_per_req)),
+                cell.peak_rss_kib.map_or(String::new(), |v| v.to_string()),
+                num(cell.imbalance()),
+                run.map_or(String::new(), |r| r.verdict.label().to_string()),
+                cell.failure.clone().unwrap_or_default(),
+                run.map_or(String::new(), |r| r.command.clone()),
+            ])
+            .map_err(|e| e.to_string())?;
+        }
+    }
+    csv.flush().map_err(|e| e.to_string())?;
+
+    let label = |c: &Cell| {
+        format!(
+            "{} · {} · ka {} · c{}",
+            c.variant,
+            c.workload,
+            if c.keep_alive { "on" } else { "off" },
+            c.connections
+        )
+    };
+    let measured: Vec<&Cell> = cells.iter().filter(|c| c.median().is_some()).collect();
+    let rps: Vec<(String, f64)> = measured
+        .iter()
+        .map(|c| (label(c), c.median().map_or(0.0, |r| r.outcome.rps)))
+        .collect();
+    bar_chart(
+        &dir.join("req_per_sec.svg"),
+        "requests per second (median)",
+        "req/s",
+        &rps,
+    )?;
+    let cpu: Vec<(String, f64)> = measured
+        .iter()
+        .filter_map(|c| Some((label(c), c.median()?.server_cpu_us_per_req?)))
+        .collect();
+    if !cpu.is_empty() {
+        bar_chart(
+            &dir.join("cpu_us_per_req.svg"),
+            "server CPU time per request (median run)",
+            "µs/request",
+            &cpu,
+        )?;
+    }
+    Ok(())
+}
+
+/// A horizontal bar chart, one bar per row, in an SVG file.
+fn bar_chart(path: &Path, title: &str, unit: &str, rows: &[(String, f64)]) -> Result<(), String> {
+    use plotters::prelude::*;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let height = 90 + rows.len() as u32 * 26;
+    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
+    let err = |e: &dyn std::fmt::Display| format!("chart {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let max = rows.iter().map(|r| r.1).fold(0.0, f64::max).max(1e-9) * 1.08;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(380)
+        .build_cartesian_2d(0f64..max, (0..rows.len()).into_segmented())
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(rows.len())
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => rows.get(*i).map_or(String::new(), |r| r.0.clone()),
+            _ => String::new(),
+        })
+        .x_desc(unit)
+        .draw()
+        .map_err(|e| err(&e))?;
+    chart
+        .draw_series(rows.iter().enumerate().map(|(i, (_, v))| {
+            Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(i)),
+                    (*v, SegmentValue::Exact(i + 1)),
+                ],
+                BLUE.mix(0.55).filled(),
+            )
+        }))
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_rule() {
+        assert_eq!(verdict(Some(95.0), 99.0), Verdict::ServerBound);
+        assert_eq!(verdict(Some(60.0), 97.0), Verdict::ClientBound);
+        assert_eq!(verdict(Some(60.0), 40.0), Verdict::Neither);
+        assert_eq!(verdict(None, 95.0), Verdict::ClientBound);
+        assert_eq!(verdict(Some(89.9), 89.9), Verdict::Neither);
+    }
+}

@@ -1,0 +1,65 @@
+//! The ab and wrk parsers, on outputs captured from real runs (tests/fixtures).
+
+use bench::client::{parse_ab, parse_wrk};
+
+fn fixture(name: &str) -> String {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn ab_keep_alive_run() {
+    let o = parse_ab(&fixture("ab_keepalive.txt")).unwrap();
+    assert_eq!(o.requests, 222_023);
+    assert_eq!(o.rps, 221_984.37);
+    assert_eq!((o.failed, o.non_2xx), (0, 0));
+    assert_eq!(o.keep_alive_requests, Some(222_023));
+    assert_eq!((o.p50_ms, o.p99_ms), (Some(0.0), Some(1.0)));
+}
+
+#[test]
+fn ab_run_without_keep_alive() {
+    let o = parse_ab(&fixture("ab_close.txt")).unwrap();
+    assert!(o.requests > 0 && o.rps > 0.0);
+    assert_eq!(o.keep_alive_requests, None);
+    assert!(o.p99_ms.is_some());
+}
+
+#[test]
+fn ab_counts_non_2xx() {
+    let o = parse_ab(&fixture("ab_non2xx.txt")).unwrap();
+    assert_eq!((o.requests, o.non_2xx, o.failed), (2000, 2000, 0));
+}
+
+#[test]
+fn wrk_keep_alive_run_with_latency_units() {
+    let text = fixture("wrk_keepalive.txt");
+    let o = parse_wrk(&text).unwrap();
+    assert!(o.requests > 0 && o.rps > 0.0);
+    assert_eq!((o.failed, o.timeouts, o.non_2xx), (0, 0, 0));
+    let p99 = o.p99_ms.unwrap();
+    assert!(p99 > 0.0 && p99 < 1000.0, "{p99}");
+}
+
+#[test]
+fn wrk_close_run_mixes_us_and_ms() {
+    let o = parse_wrk(&fixture("wrk_close.txt")).unwrap();
+    assert_eq!(o.requests, 38_815);
+    assert_eq!(o.rps, 35_276.71);
+    assert!((o.p50_ms.unwrap() - 0.182).abs() < 1e-9);
+    assert!((o.p99_ms.unwrap() - 1.37).abs() < 1e-9);
+}
+
+#[test]
+fn wrk_counts_non_2xx_and_socket_errors() {
+    let o = parse_wrk(&fixture("wrk_non2xx.txt")).unwrap();
+    assert_eq!(o.non_2xx, o.requests);
+    let e = parse_wrk(&fixture("wrk_errors.txt")).unwrap();
+    assert_eq!((e.requests, e.failed, e.timeouts), (0, 31_391, 0));
+}
+
+#[test]
+fn garbage_is_an_error_not_a_zero() {
+    assert!(parse_ab("apr_socket_connect(): Connection refused (111)").is_err());
+    assert!(parse_wrk("unable to connect to 127.0.0.1:1 Connection refused").is_err());
+}

@@ -1,0 +1,57 @@
+//! `bench --quick` against one real server, checked through its results.json.
+
+use std::process::Command;
+
+#[test]
+fn quick_run_on_one_variant_writes_figures() {
+    let server = conformance::binary("prefork-eventloop");
+    let bin_dir = server.parent().unwrap();
+    let out = std::env::temp_dir().join(format!("archzoo-bench-{}", std::process::id()));
+    let status = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "--quick",
+            "--variants",
+            "prefork-eventloop",
+            "--keepalive",
+            "on",
+            "-c",
+            "8",
+        ])
+        .arg("--bin-dir")
+        .arg(bin_dir)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(stdout.contains("| prefork-eventloop |"), "{stdout}");
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let cell = &json["cells"][0];
+    assert_eq!(cell["variant"], "prefork-eventloop");
+    assert!(cell["failure"].is_null(), "{cell}");
+    let run = &cell["runs"][0];
+    assert!(run["outcome"]["requests"].as_u64().unwrap() > 100, "{run}");
+    assert_eq!(run["outcome"]["failed"], 0);
+    assert!(
+        run["server_cpu_us_per_req"].as_f64().unwrap() > 0.0,
+        "{run}"
+    );
+    assert!(["server-bound", "client-bound", "neither"].contains(&run["verdict"].as_str().unwrap()));
+    assert!(run["command"].as_str().unwrap().starts_with("ab "));
+    assert!(!cell["worker_requests"].as_array().unwrap().is_empty());
+    assert!(json["meta"]["machine"]["cpus"].as_u64().unwrap() >= 1);
+    assert!(dir.join("results.csv").exists() && dir.join("req_per_sec.svg").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
