@@ -64,6 +64,16 @@ pub fn set_worker_index(index: usize) {
     LOCAL.with(|c| c.worker.store(index, Relaxed));
 }
 
+/// Removes the calling thread from the report: for a process whose requests run on
+/// another thread (a coroutine scheduler), so that its main thread does not show up as an
+/// idle worker.
+pub fn forget_current_thread() {
+    LOCAL.with(|mine| {
+        let mut all = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|c| !Arc::ptr_eq(c, mine));
+    });
+}
+
 /// Counts one request handled on the calling thread.
 pub fn request() {
     LOCAL.with(|c| bump(&c.requests));
@@ -119,5 +129,18 @@ mod tests {
         let tid = t.join().unwrap();
         let mine = snapshot("x").into_iter().find(|s| s.tid == tid).unwrap();
         assert_eq!((mine.worker, mine.requests, mine.connections), (7, 2, 1));
+    }
+
+    #[test]
+    fn a_forgotten_thread_is_not_reported() {
+        let tid = std::thread::spawn(|| {
+            set_worker_index(3);
+            forget_current_thread();
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() }
+        })
+        .join()
+        .unwrap();
+        assert!(snapshot("x").iter().all(|s| s.tid != tid));
     }
 }

@@ -440,6 +440,7 @@ pub fn two_workers_both_serve(s: &Spec) {
     assert_hello(&second.get("/"));
     drop((first, second));
     let stats = stop_cleanly(server);
+    assert_eq!(stats.len(), 2, "one --stats line per worker: {stats:?}");
     let workers: BTreeSet<u64> = stats.iter().filter_map(|l| l["worker"].as_u64()).collect();
     assert_eq!(workers, BTreeSet::from([0, 1]), "stats: {stats:?}");
     let requests: Vec<u64> = stats

@@ -80,8 +80,8 @@ fn main() {
     let pinned = !config.cpus.is_empty();
     let (backlog, report, stack) = (config.backlog, config.stats, args.stack_size as usize);
     // Fork before anything touches `may`: its scheduler threads would not survive a fork.
-    let supervisor = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |_| {
-        worker(addr, backlog, pinned, stack, report)
+    let supervisor = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |index| {
+        worker(index, addr, backlog, pinned, stack, report)
     })
     .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
     let pids: Vec<String> = supervisor.pids().iter().map(|p| p.to_string()).collect();
@@ -100,6 +100,7 @@ fn main() {
 
 /// One worker process: bind, schedule coroutines on one thread, stop on SIGTERM.
 fn worker(
+    index: usize,
     addr: SocketAddr,
     backlog: i32,
     pinned: bool,
@@ -124,8 +125,15 @@ fn worker(
     let listener = unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) };
     let registry = ConnRegistry::new();
     let conns = registry.clone();
+    // Requests run on the scheduler thread: it is this process's worker in `--stats`.
+    stats::forget_current_thread();
     // SAFETY: the closure only uses `may`-aware I/O; it is the only coroutine at this point.
-    let acceptor = unsafe { may::coroutine::spawn(move || accept_loop(listener, conns)) };
+    let acceptor = unsafe {
+        may::coroutine::spawn(move || {
+            stats::set_worker_index(index);
+            accept_loop(listener, conns)
+        })
+    };
 
     // The main thread is not a scheduler thread: it waits for the stop signal with a
     // plain blocking read, then hands the stop to the scheduler.
