@@ -21,9 +21,15 @@ struct Args {
     /// Variants to run (comma-separated); default: every one.
     #[arg(long)]
     variants: Option<String>,
-    /// Workloads to run: plaintext, json.
+    /// Workloads to run: plaintext, json, sum, db, sleep.
     #[arg(long, default_value = "plaintext")]
     workloads: String,
+    /// Handler stacks to run: raw, framework or both.
+    #[arg(long, default_value = "raw")]
+    stack: String,
+    /// The servers' /db database (built on first use).
+    #[arg(long, default_value = "data/archzoo.db")]
+    db: PathBuf,
     /// Keep-alive modes to run: on, off or both.
     #[arg(long, default_value = "on,off")]
     keepalive: String,
@@ -123,6 +129,15 @@ fn main() {
     };
     let workloads = variants::select(&args.workloads, WORKLOADS, |w| w.name, "workload")
         .unwrap_or_else(|e| fail(e));
+    let stacks: Vec<&'static str> = args
+        .stack
+        .split(',')
+        .map(|m| match m.trim() {
+            "raw" => "raw",
+            "framework" => "framework",
+            other => fail(format!("--stack takes raw and/or framework, not '{other}'")),
+        })
+        .collect();
     let keepalive: Vec<bool> = args
         .keepalive
         .split(',')
@@ -180,17 +195,19 @@ fn main() {
     );
 
     // The matrix, one cell per combination.
-    let mut jobs: Vec<(Option<Variant>, Workload, bool, u32)> = Vec::new();
+    let mut jobs: Vec<(Option<Variant>, &str, Workload, bool, u32)> = Vec::new();
     let targets: Vec<Option<Variant>> = if args.url.is_some() {
         vec![None]
     } else {
         variants.into_iter().map(Some).collect()
     };
     for target in &targets {
-        for workload in &workloads {
-            for &ka in &keepalive {
-                for &c in &args.concurrency {
-                    jobs.push((*target, *workload, ka, c));
+        for &stack in &stacks {
+            for workload in &workloads {
+                for &ka in &keepalive {
+                    for &c in &args.concurrency {
+                        jobs.push((*target, stack, *workload, ka, c));
+                    }
                 }
             }
         }
@@ -201,14 +218,14 @@ fn main() {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut cells = Vec::new();
-    for (target, workload, ka, c) in jobs {
+    for (target, stack, workload, ka, c) in jobs {
         let name = target.map_or("external", |v| v.name);
         bar.set_message(format!(
-            "{name} {} ka={} c={c}",
+            "{name} {stack} {} ka={} c={c}",
             workload.name,
             if ka { "on" } else { "off" }
         ));
-        let cell = run_cell(&plan, &args, target.as_ref(), &workload, ka, c);
+        let cell = run_cell(&plan, &args, target.as_ref(), stack, &workload, ka, c);
         if let Some(why) = &cell.failure {
             bar.println(format!("{name} {}: FAILED: {why}", workload.name));
         }
@@ -242,6 +259,7 @@ fn run_cell(
     plan: &Plan,
     args: &Args,
     variant: Option<&Variant>,
+    stack: &str,
     workload: &Workload,
     keep_alive: bool,
     connections: u32,
@@ -249,6 +267,7 @@ fn run_cell(
     let mut cell = Cell {
         variant: variant.map_or("external".into(), |v| v.name.to_string()),
         model: variant.map_or(String::new(), |v| v.model.to_string()),
+        stack: stack.to_string(),
         workers: plan.workers,
         server_cpus: plan.server_cpus.clone(),
         client_cpus: plan.client_cpus.clone(),
@@ -273,7 +292,18 @@ fn run_cell(
     }
     let mut server = None;
     let base = match (variant, &args.url) {
-        (Some(v), _) => match Running::start(&plan.bin_dir, v, plan.workers, &plan.server_cpus) {
+        (Some(v), _) => match Running::start(
+            &plan.bin_dir,
+            v,
+            plan.workers,
+            &plan.server_cpus,
+            &[
+                "--stack".into(),
+                stack.to_string(),
+                "--db".into(),
+                args.db.display().to_string(),
+            ],
+        ) {
             Ok(s) => {
                 let addr = s.addr;
                 server = Some(s);

@@ -64,6 +64,8 @@ pub struct Run {
 pub struct Cell {
     pub variant: String,
     pub model: String,
+    /// `raw` or `framework` (the server's `--stack`).
+    pub stack: String,
     pub workers: usize,
     pub server_cpus: Vec<usize>,
     pub client_cpus: Vec<usize>,
@@ -131,9 +133,9 @@ pub fn markdown(cells: &[Cell]) -> String {
     let syscalls = cells
         .iter()
         .any(|c| c.runs.iter().any(|r| r.syscalls_per_req.is_some()));
-    out.push_str("| variant | model | workers | workload | keep-alive | c | req/s (min–max) | × fastest | CPU µs/req |");
+    out.push_str("| variant | model | stack | workers | workload | keep-alive | c | req/s (min–max) | × fastest | CPU µs/req |");
     out.push_str(if syscalls { " syscalls/req |" } else { "" });
-    out.push_str(" p99 ms | verdict | imbalance |\n|---|---|---:|---|---|---:|---:|---:|---:|");
+    out.push_str(" p99 ms | verdict | imbalance |\n|---|---|---|---:|---|---|---:|---:|---:|---:|");
     out.push_str(if syscalls { "---:|" } else { "" });
     out.push_str("---:|---|---:|\n");
     for cell in cells {
@@ -143,8 +145,8 @@ pub fn markdown(cells: &[Cell]) -> String {
             None => cell.connections.to_string(),
         };
         let head = format!(
-            "| {} | {} | {} | {} | {ka} | {c} |",
-            cell.variant, cell.model, cell.workers, cell.workload
+            "| {} | {} | {} | {} | {} | {ka} | {c} |",
+            cell.variant, cell.model, cell.stack, cell.workers, cell.workload
         );
         let Some(run) = cell.median() else {
             let why = cell.failure.as_deref().unwrap_or("no run");
@@ -195,6 +197,11 @@ pub fn markdown(cells: &[Cell]) -> String {
          CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.\n\
          imbalance: busiest worker's requests ÷ the mean (1.00 = even).\n"
     ));
+    for w in crate::variants::WORKLOADS {
+        if cells.iter().any(|c| c.workload == w.name) {
+            let _ = writeln!(out, "{} (`{}`): {}.", w.name, w.path, w.shows);
+        }
+    }
     for cell in cells {
         for note in &cell.notes {
             let _ = writeln!(
@@ -218,6 +225,7 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
     csv.write_record([
         "variant",
         "model",
+        "stack",
         "workers",
         "workload",
         "keep_alive",
@@ -257,6 +265,7 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
             csv.write_record([
                 cell.variant.clone(),
                 cell.model.clone(),
+                cell.stack.clone(),
                 cell.workers.to_string(),
                 cell.workload.clone(),
                 cell.keep_alive.to_string(),
@@ -290,8 +299,9 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
 
     let label = |c: &Cell| {
         format!(
-            "{} · {} · ka {} · c{}",
+            "{}{} · {} · ka {} · c{}",
             c.variant,
+            if c.stack == "raw" { "" } else { " (framework)" },
             c.workload,
             if c.keep_alive { "on" } else { "off" },
             c.connections

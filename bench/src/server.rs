@@ -133,6 +133,7 @@ impl Running {
         variant: &Variant,
         workers: usize,
         cpus: &[usize],
+        extra: &[String],
     ) -> Result<Running, String> {
         let path = bin_dir.join(variant.binary);
         if !path.exists() {
@@ -145,6 +146,7 @@ impl Running {
         cmd.args(["--bind", "127.0.0.1", "--port", "0", "--stats"])
             .args(["--workers", &workers.to_string()])
             .args(variant.args)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -156,15 +158,15 @@ impl Running {
         let (l, e) = (lines.clone(), eof.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if let Some(addr) = line
+                let addr = line
                     .split("listening on http://")
                     .nth(1)
                     .and_then(|r| r.split('/').next())
-                    .and_then(|a| a.parse::<SocketAddr>().ok())
-                {
+                    .and_then(|a| a.parse::<SocketAddr>().ok());
+                l.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                if let Some(addr) = addr {
                     let _ = tx.send(addr);
                 }
-                l.lock().unwrap_or_else(|p| p.into_inner()).push(line);
             }
             e.store(true, Ordering::SeqCst);
         });
@@ -254,7 +256,10 @@ pub fn validate(addr: SocketAddr, workload: &Workload) -> Result<(), String> {
     let (head, body) = text.split_once("\r\n\r\n").ok_or("no response head")?;
     let status = head.lines().next().unwrap_or("");
     if !status.contains(" 200 ") {
-        return Err(format!("status line {status:?}"));
+        return Err(format!(
+            "status line {status:?}: {body}",
+            body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim()
+        ));
     }
     let has = |name: &str| {
         head.lines().any(|l| {
@@ -265,7 +270,7 @@ pub fn validate(addr: SocketAddr, workload: &Workload) -> Result<(), String> {
     if !has("server") || !has("date") {
         return Err("missing Server or Date header".into());
     }
-    if body.as_bytes() != workload.body {
+    if !(workload.check)(body.as_bytes()) {
         return Err(format!("body {body:?}"));
     }
     Ok(())

@@ -78,24 +78,63 @@ pub const VARIANTS: &[Variant] = &[
     ),
 ];
 
-/// A request path and the exact body a correct server sends for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A request path and how to recognise a correct answer to it.
+#[derive(Debug, Clone, Copy)]
 pub struct Workload {
     pub name: &'static str,
     pub path: &'static str,
-    pub body: &'static [u8],
+    /// What it shows, for the table's notes.
+    pub shows: &'static str,
+    /// True for a correct body.
+    pub check: fn(&[u8]) -> bool,
+}
+
+fn sum_ok(body: &[u8]) -> bool {
+    std::str::from_utf8(body)
+        .ok()
+        .and_then(|b| b.strip_prefix("sum="))
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| (100_000..=999_000).contains(&n))
+}
+
+fn db_ok(body: &[u8]) -> bool {
+    std::str::from_utf8(body)
+        .ok()
+        .filter(|b| b.split_once('.').is_some_and(|(_, d)| d.len() == 6))
+        .and_then(|b| b.parse::<f64>().ok())
+        .is_some_and(|v| v > 0.0)
 }
 
 pub const WORKLOADS: &[Workload] = &[
     Workload {
         name: "plaintext",
         path: "/",
-        body: b"hello, world!",
+        shows: "hello world: the cost of the architecture itself",
+        check: |b| b == b"hello, world!",
     },
     Workload {
         name: "json",
         path: "/json",
-        body: br#"{"message":"Hello, World!"}"#,
+        shows: "hello world plus a serialisation per request",
+        check: |b| b == br#"{"message":"Hello, World!"}"#,
+    },
+    Workload {
+        name: "sum",
+        path: "/sum",
+        shows: "CPU-bound handler: 1000 random numbers summed",
+        check: sum_ok,
+    },
+    Workload {
+        name: "db",
+        path: "/db?queries=10",
+        shows: "synchronous SQLite: 10 indexed queries, blocking the worker",
+        check: db_ok,
+    },
+    Workload {
+        name: "sleep",
+        path: "/sleep?ms=20",
+        shows: "20 ms of waiting without CPU: blocking workers are capped at workers ÷ 20 ms",
+        check: |b| b == b"slept=20",
     },
 ];
 

@@ -19,6 +19,8 @@ fn quick_run_on_one_variant_writes_figures() {
         ])
         .arg("--bin-dir")
         .arg(bin_dir)
+        .arg("--db")
+        .arg(conformance::test_db())
         .arg("--out")
         .arg(&out)
         .output()
@@ -52,6 +54,19 @@ fn quick_run_on_one_variant_writes_figures() {
     assert!(run["command"].as_str().unwrap().starts_with("ab "));
     assert!(!cell["worker_requests"].as_array().unwrap().is_empty());
     assert!(json["meta"]["machine"]["cpus"].as_u64().unwrap() >= 1);
-    assert!(dir.join("results.csv").exists() && dir.join("req_per_sec.svg").exists());
+    let mut csv = csv::Reader::from_path(dir.join("results.csv")).unwrap();
+    let header = csv.headers().unwrap().clone();
+    let row = csv.records().next().unwrap().unwrap();
+    assert_eq!(row.len(), header.len());
+    let column = |name: &str| {
+        row.get(header.iter().position(|h| h == name).unwrap())
+            .unwrap()
+    };
+    assert_eq!(
+        (column("variant"), column("stack")),
+        ("prefork-eventloop", "raw")
+    );
+    assert!(column("server_cpu_us_per_req").parse::<f64>().unwrap() > 0.0);
+    assert!(dir.join("req_per_sec.svg").exists() && dir.join("cpu_us_per_req.svg").exists());
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -3,6 +3,7 @@
 
 use std::fmt::Display;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::error::ErrorKind;
@@ -31,6 +32,12 @@ pub struct ServerArgs {
     /// connections.
     #[arg(long)]
     pub stats: bool,
+    /// Handler stack: the raw routes, or a framework layer over them.
+    #[arg(long, value_enum, default_value = "raw")]
+    pub stack: crate::routes::Stack,
+    /// SQLite file for /db: 1,000,000 rows, built (with a progress line) if it is missing.
+    #[arg(long, default_value = "data/archzoo.db")]
+    pub db: PathBuf,
 }
 
 /// The shared flags, checked and with defaults filled in.
@@ -52,8 +59,18 @@ impl Config {
 }
 
 impl ServerArgs {
-    /// Checks the flags against this machine and fills in defaults; a problem is one line.
+    /// Checks the flags against this machine, fills in defaults and prepares the handler
+    /// (stack, `/db` database) for the workers; a problem is one line. Call it before any
+    /// worker is forked or spawned.
     pub fn resolve(&self) -> Result<Config, String> {
+        let config = self.check()?;
+        crate::routes::configure(self.stack);
+        crate::workloads::prepare_db(&self.db)?;
+        Ok(config)
+    }
+
+    /// The flags checked and completed, without side effects.
+    pub fn check(&self) -> Result<Config, String> {
         let allowed = allowed_cpus();
         let cpus = match &self.cpus {
             Some(list) => {
@@ -207,18 +224,20 @@ mod tests {
             cpus: None,
             backlog: 16,
             stats: false,
+            stack: crate::routes::Stack::Raw,
+            db: PathBuf::from("unused.db"),
         };
-        assert_eq!(args.resolve().unwrap().workers, allowed_cpus().len());
+        assert_eq!(args.check().unwrap().workers, allowed_cpus().len());
         let pinned = ServerArgs {
             cpus: Some(CpuList(vec![allowed_cpus()[0]])),
             ..args.clone()
         };
-        let cfg = pinned.resolve().unwrap();
+        let cfg = pinned.check().unwrap();
         assert_eq!((cfg.workers, cfg.cpu_for(3)), (1, Some(allowed_cpus()[0])));
         let bad = ServerArgs {
             cpus: Some(CpuList(vec![100_000 % 1024])),
             ..args
         };
-        assert!(bad.resolve().unwrap_err().contains("not available"));
+        assert!(bad.check().unwrap_err().contains("not available"));
     }
 }

@@ -85,6 +85,9 @@ pub struct Request {
     /// Byte range of the path inside `target` (absolute-form targets carry a scheme and
     /// authority in front of it).
     path: (usize, usize),
+    /// Header fields as sent, captured only for stacks that want them (the framework
+    /// layer builds its owned header map from these); empty on the raw stack.
+    headers: Vec<(String, String)>,
 }
 
 impl Request {
@@ -94,6 +97,7 @@ impl Request {
             version: Version::Http11,
             target: String::new(),
             path: (0, 0),
+            headers: Vec::new(),
         }
     }
 
@@ -153,6 +157,16 @@ impl Request {
         let rest = &self.target[self.path.1..];
         rest.strip_prefix('?')
     }
+
+    /// Captured header fields (see [`Conn::capture_headers`]).
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    /// Adds a header field (for runtimes that parse with another library, such as hyper).
+    pub fn push_header(&mut self, name: &str, value: &str) {
+        self.headers.push((name.to_string(), value.to_string()));
+    }
 }
 
 /// What the runtime must do next for this connection.
@@ -198,6 +212,7 @@ pub struct Conn {
     keep_alive: bool,
     rejected: bool,
     handler: Handler,
+    capture_headers: bool,
 }
 
 impl Default for Conn {
@@ -207,9 +222,12 @@ impl Default for Conn {
 }
 
 impl Conn {
-    /// A new connection served by the raw routes. Counts as a connection in `--stats`.
+    /// A new connection served by the configured stack (`--stack`). Counts as a
+    /// connection in `--stats`.
     pub fn new() -> Self {
-        Conn::with_handler(routes::handle)
+        let mut conn = Conn::with_handler(routes::handler());
+        conn.capture_headers = routes::stack() == routes::Stack::Framework;
+        conn
     }
 
     /// A new connection served by `handler`.
@@ -226,6 +244,7 @@ impl Conn {
             keep_alive: true,
             rejected: false,
             handler,
+            capture_headers: false,
         }
     }
 
@@ -497,6 +516,13 @@ impl Conn {
         }
         self.req.method = method;
         self.req.version = version;
+        self.req.headers.clear();
+        if self.capture_headers {
+            for field in parsed.headers.iter() {
+                let value = String::from_utf8_lossy(field.value).into_owned();
+                self.req.headers.push((field.name.to_string(), value));
+            }
+        }
         self.keep_alive = match version {
             Version::Http11 => !close,
             Version::Http10 => keep_alive && !close,

@@ -16,6 +16,10 @@
 //! - [`routes`] — the handler: request in, [`routes::Reply`] out. A reply may ask the runtime
 //!   to *wait* before it is sent, which is how each runtime plugs in its own native timer
 //!   without the handler knowing which runtime it runs on.
+//! - [`workloads`] — `/sum` (CPU), `/db` (SQLite), `/sleep` (waiting): what hello world
+//!   hides.
+//! - [`framework`] — `--stack framework`: a router, a middleware chain and owned request and
+//!   response objects over the same routes, to measure what a framework costs.
 //! - [`listener`] — listening sockets built with socket2 (backlog, SO_REUSEADDR,
 //!   SO_REUSEPORT, non-blocking) and the per-connection socket options.
 //! - [`linger`] — closing after an error without the kernel discarding the answer.
@@ -30,6 +34,7 @@
 
 pub mod cli;
 pub mod codec;
+pub mod framework;
 pub mod linger;
 pub mod listener;
 pub mod response;
@@ -37,3 +42,4 @@ pub mod routes;
 pub mod shutdown;
 pub mod stats;
 pub mod supervisor;
+pub mod workloads;

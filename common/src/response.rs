@@ -31,6 +31,9 @@ pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Body,
+    /// Headers beyond the standard ones (the framework stack adds some); empty, and so
+    /// free, on the raw stack.
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Response {
@@ -39,6 +42,7 @@ impl Response {
             status,
             content_type,
             body,
+            headers: Vec::new(),
         }
     }
 
@@ -99,6 +103,12 @@ pub fn write(out: &mut Vec<u8>, resp: &Response, framing: Framing, head_only: bo
     out.extend_from_slice(resp.content_type.as_bytes());
     out.extend_from_slice(b"\r\nContent-Length: ");
     out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+    for (name, value) in &resp.headers {
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+    }
     out.extend_from_slice(match framing {
         Framing::KeepAlive11 => &b"\r\n\r\n"[..],
         Framing::KeepAlive10 => b"\r\nConnection: keep-alive\r\n\r\n",

@@ -11,10 +11,12 @@
 //! the handler, on whatever thread the runtime called it from; that is the point of such a
 //! workload: it shows what each architecture does when a handler occupies its thread.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::codec::Request;
 use crate::response::{Body, Response};
+use crate::{framework, workloads};
 
 /// The benchmark posts' body: 13 bytes.
 pub const HELLO: &[u8] = b"hello, world!";
@@ -49,27 +51,95 @@ impl Reply {
     }
 }
 
+/// Which handler every connection runs (`--stack`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stack {
+    /// The routes with nothing in between.
+    #[default]
+    Raw,
+    /// A framework layer over the same routes (see [`framework`]).
+    Framework,
+}
+
+static STACK: OnceLock<Stack> = OnceLock::new();
+
+/// Chooses the stack for this process (once, before workers start).
+pub fn configure(stack: Stack) {
+    let _ = STACK.set(stack);
+}
+
+/// The configured stack.
+pub fn stack() -> Stack {
+    STACK.get().copied().unwrap_or_default()
+}
+
+/// The configured stack's handler.
+pub fn handler() -> Handler {
+    match stack() {
+        Stack::Raw => handle,
+        Stack::Framework => framework::handle,
+    }
+}
+
 #[derive(serde::Serialize)]
 struct Message {
     message: &'static str,
 }
 
+/// `/json`'s body, serialised per request as TechEmpower's rules ask, so the serialiser's
+/// cost is part of the workload.
+pub fn json_body() -> Vec<u8> {
+    serde_json::to_vec(&Message {
+        message: "Hello, World!",
+    })
+    .unwrap_or_default()
+}
+
+/// `/sum`, `/db` and `/sleep` as replies, shared by both stacks: a bad parameter is a 400
+/// with the reason (the connection stays open: it is an answer, not a protocol error).
+pub fn sum_reply() -> Reply {
+    Reply::now(Response::new(
+        200,
+        "text/plain",
+        Body::Owned(workloads::sum_body()),
+    ))
+}
+
+pub fn db_reply(query: Option<&str>) -> Reply {
+    match workloads::queries_param(query).map(workloads::db_body) {
+        Ok(Ok(body)) => Reply::now(Response::new(200, "text/plain", Body::Owned(body))),
+        Ok(Err(e)) => Reply::now(Response::text(500, format!("database error: {e}\n"))),
+        Err(e) => Reply::now(Response::text(400, format!("{e}\n"))),
+    }
+}
+
+pub fn sleep_reply(query: Option<&str>) -> Reply {
+    match workloads::sleep_param(query) {
+        Ok(wait) => Reply::after(
+            wait,
+            Response::text(200, format!("slept={}", wait.as_millis())),
+        ),
+        Err(e) => Reply::now(Response::text(400, format!("{e}\n"))),
+    }
+}
+
 /// The raw stack: the routes with nothing in between.
 ///
 /// - `/` and `/plaintext` → `hello, world!` (text/plain)
-/// - `/json` → `{"message":"Hello, World!"}` (application/json, serialised per request as
-///   TechEmpower's rules ask, so the serialiser's cost is part of the workload)
+/// - `/json` → `{"message":"Hello, World!"}` (application/json)
+/// - `/sum`, `/db?queries=N`, `/sleep?ms=N` → see [`workloads`]
 /// - anything else → 404
 pub fn handle(req: &Request) -> Reply {
     match req.path() {
         "/" | "/plaintext" => Reply::now(Response::new(200, "text/plain", Body::Static(HELLO))),
-        "/json" => {
-            let body = serde_json::to_vec(&Message {
-                message: "Hello, World!",
-            })
-            .unwrap_or_default();
-            Reply::now(Response::new(200, "application/json", Body::Owned(body)))
-        }
+        "/json" => Reply::now(Response::new(
+            200,
+            "application/json",
+            Body::Owned(json_body()),
+        )),
+        "/sum" => sum_reply(),
+        "/db" => db_reply(req.query()),
+        "/sleep" => sleep_reply(req.query()),
         _ => Reply::now(Response::text(404, "not found\n")),
     }
 }

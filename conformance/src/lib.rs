@@ -79,6 +79,24 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// The `/db` database every server in the suite shares, built once per test process
+/// (common::workloads writes it atomically, so concurrent test processes are safe).
+pub fn test_db() -> PathBuf {
+    static DB: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DB.get_or_init(|| {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let target = exe
+            .ancestors()
+            .nth(3)
+            .ok_or("cannot locate the target directory")?;
+        let path = target.join("tmp").join("archzoo-conformance.db");
+        common::workloads::prepare_db(&path)?;
+        Ok(path)
+    })
+    .clone()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn build_binaries() -> Result<PathBuf, String> {
     // target/<profile>/deps/<this test> → target/<profile>
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -133,6 +151,8 @@ impl Server {
         use std::os::unix::process::CommandExt;
         let mut child = Command::new(binary(spec.binary))
             .args(["--bind", "127.0.0.1", "--port", "0"])
+            .arg("--db")
+            .arg(test_db())
             .args(spec.args)
             .args(extra)
             .stdin(Stdio::null())
@@ -149,15 +169,17 @@ impl Server {
         let done = stderr_done.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if let Some(addr) = line
+                let addr = line
                     .split("listening on http://")
                     .nth(1)
                     .and_then(|rest| rest.split('/').next())
-                    .and_then(|a| a.parse::<SocketAddr>().ok())
-                {
+                    .and_then(|a| a.parse::<SocketAddr>().ok());
+                // Stored before the address is announced: a test that got the address
+                // finds the start-up line among the stderr lines too.
+                lines.lock().unwrap().push(line);
+                if let Some(addr) = addr {
                     let _ = tx.send(addr);
                 }
-                lines.lock().unwrap().push(line);
             }
             done.store(true, Ordering::SeqCst);
         });

@@ -476,6 +476,8 @@ pub fn busy_port_is_one_line_and_nonzero(s: &Spec) {
     let output = std::process::Command::new(crate::binary(s.binary))
         .args(s.args)
         .args(["--bind", "127.0.0.1", "--port", &port])
+        .arg("--db")
+        .arg(crate::test_db())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -607,4 +609,105 @@ pub fn listening_sockets_match_the_model(s: &Spec) {
     let expected = if s.reuseport { 3 } else { 1 };
     assert_eq!(crate::listening_sockets(server.addr.port()), expected);
     assert_still_serves(&server);
+}
+
+fn sum_value(r: &Response) -> u32 {
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.header("Content-Type"), Some("text/plain"));
+    let n: u32 = r
+        .body_str()
+        .strip_prefix("sum=")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("body {:?}", r.body_str()));
+    assert!((100_000..=999_000).contains(&n), "{n}");
+    n
+}
+
+pub fn sum_returns_a_plausible_total(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    let sums: BTreeSet<u32> = (0..5).map(|_| sum_value(&c.get("/sum"))).collect();
+    assert!(sums.len() > 1, "five identical random sums: {sums:?}");
+}
+
+fn db_value(r: &Response) -> f64 {
+    assert_eq!(r.status, 200, "{r:?}");
+    let body = r.body_str();
+    let decimals = body.split_once('.').map_or(0, |(_, d)| d.len());
+    assert_eq!(decimals, 6, "six decimals: {body:?}");
+    body.parse().unwrap_or_else(|_| panic!("body {body:?}"))
+}
+
+pub fn db_sums_ten_rows_per_query(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    // Values are uniform in [0, 10000): ten rows sum to less than 100000 each query.
+    let one = db_value(&c.get("/db?queries=1"));
+    assert!(one > 0.0 && one < 100_000.0, "{one}");
+    let default = db_value(&c.get("/db"));
+    assert!(default > 0.0 && default < 1_000_000.0, "{default}");
+    let many = db_value(&c.get("/db?queries=500"));
+    assert!(many > default, "{many} <= {default}");
+}
+
+pub fn db_rejects_bad_queries_with_400(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    for bad in ["0", "501", "abc", "-1", ""] {
+        let r = c.get(&format!("/db?queries={bad}"));
+        assert_eq!(r.status, 400, "queries={bad}: {r:?}");
+        assert!(r.body_str().contains("1..=500"), "{r:?}");
+    }
+    // A bad parameter is an answer, not a protocol error: the connection stays usable.
+    db_value(&c.get("/db?queries=2"));
+}
+
+pub fn sleep_waits_while_others_are_served(s: &Spec) {
+    let server = Server::start(s, &["--workers", "2"]);
+    let mut sleeper = server.connect();
+    let started = std::time::Instant::now();
+    sleeper.send(b"GET /sleep?ms=300 HTTP/1.1\r\nHost: test\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(30));
+    // Another client is served during the wait (by another worker at least).
+    let other = std::time::Instant::now();
+    assert_hello(&server.connect().get("/"));
+    assert!(
+        other.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        other.elapsed()
+    );
+    let r = sleeper.response();
+    assert_eq!((r.status, r.body_str()), (200, "slept=300"));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_hello(&sleeper.get("/"));
+}
+
+pub fn sleep_rejects_bad_ms_with_400(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    for bad in ["10001", "-5", "soon", ""] {
+        assert_eq!(c.get(&format!("/sleep?ms={bad}")).status, 400, "ms={bad}");
+    }
+    assert_eq!(c.get("/sleep?ms=0").body_str(), "slept=0");
+}
+
+pub fn framework_stack_serves_the_same_bodies(s: &Spec) {
+    let server = Server::start(s, &["--stack", "framework"]);
+    let mut c = server.connect();
+    for path in ["/", "/plaintext"] {
+        let r = c.get(path);
+        assert_hello(&r);
+        assert!(r.header("X-Request-Id").is_some(), "{r:?}");
+    }
+    assert_eq!(c.get("/json").body_str(), JSON);
+    sum_value(&c.get("/sum"));
+    db_value(&c.get("/db?queries=2"));
+    assert_eq!(c.get("/sleep?ms=5").body_str(), "slept=5");
+    assert_eq!(c.get("/db?queries=0").status, 400);
+    assert_eq!(c.get("/hello/archzoo").body_str(), "hello, archzoo!");
+    assert_eq!(c.get("/missing").status, 404);
+    // Pipelined, with a POST body in between, through the framework too.
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\nPOST /json HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}");
+    assert_hello(&c.response());
+    assert_eq!(c.response().body_str(), JSON);
 }

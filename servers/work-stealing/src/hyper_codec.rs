@@ -75,6 +75,20 @@ async fn handle(req: hyper::Request<Incoming>) -> Result<HyperResponse, Infallib
     if declared > MAX_BODY {
         return Ok(reject(413, "request body over 1 MiB"));
     }
+    // The framework stack builds its own header map from these; the raw stack skips it.
+    let headers: Vec<(String, String)> = if routes::stack() == routes::Stack::Framework {
+        req.headers()
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let target = req
         .uri()
         .path_and_query()
@@ -94,10 +108,15 @@ async fn handle(req: hyper::Request<Incoming>) -> Result<HyperResponse, Infallib
             Err(_) => return Ok(reject(400, "invalid body framing")),
         }
     }
-    let Some(request) = Request::new(method, version, &target) else {
+    let Some(mut request) = Request::new(method, version, &target) else {
         return Ok(reject(400, "invalid request target"));
     };
-    let reply = routes::handle(&request);
+    if routes::stack() == routes::Stack::Framework {
+        for (name, value) in &headers {
+            request.push_header(name, value);
+        }
+    }
+    let reply = (routes::handler())(&request);
     if let Some(wait) = reply.wait {
         tokio::time::sleep(wait).await;
     }
@@ -114,6 +133,11 @@ fn to_hyper(reply: Reply) -> HyperResponse {
     let headers = resp.headers_mut();
     headers.insert(SERVER, HeaderValue::from_static("archzoo"));
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    for (name, value) in reply.headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
     resp
 }
 

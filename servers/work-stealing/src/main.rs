@@ -83,6 +83,10 @@ fn main() {
         .nonblocking(true)
         .bind()
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr)));
+    // A synchronous handler (the /db query) hands this worker's queue to another thread
+    // before blocking, as Go's scheduler hands off the P of a goroutine stuck in a system
+    // call; the other connections of this worker keep moving.
+    common::workloads::set_blocking_hook(|f| tokio::task::block_in_place(f));
     let runtime = build_runtime(&config)
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot start the runtime: {e}")));
     let code = runtime.block_on(run(std_listener, &config, args.codec));
