@@ -179,6 +179,10 @@ pub enum Progress {
     Wait(Duration),
     /// Write out what is buffered, then close the connection.
     Close,
+    /// A connection built with [`Conn::forwarding`] has a complete request for someone
+    /// else to handle: send [`Conn::request`] on, write out what is buffered, and call
+    /// [`Conn::deliver`] with the response when it comes back.
+    Forward,
 }
 
 /// Why a request is refused: the status and a short explanation for the body.
@@ -196,6 +200,8 @@ enum State {
     Dispatch,
     /// The handler asked to wait; this response goes out when `process` is called again.
     Waiting(Response),
+    /// The request was forwarded; [`Conn::deliver`] brings its response.
+    Forwarded,
     /// A close was decided; nothing more is parsed.
     Closed,
 }
@@ -211,7 +217,8 @@ pub struct Conn {
     req: Request,
     keep_alive: bool,
     rejected: bool,
-    handler: Handler,
+    /// None: requests are forwarded, not handled here (see [`Conn::forwarding`]).
+    handler: Option<Handler>,
     capture_headers: bool,
 }
 
@@ -243,9 +250,34 @@ impl Conn {
             req: Request::empty(),
             keep_alive: true,
             rejected: false,
-            handler,
+            handler: Some(handler),
             capture_headers: false,
         }
+    }
+
+    /// A connection whose requests are handled elsewhere (another process): `process`
+    /// returns [`Progress::Forward`] for each complete request instead of calling a handler.
+    pub fn forwarding() -> Self {
+        let mut conn = Conn::new();
+        conn.handler = None;
+        conn
+    }
+
+    /// The request being handled or forwarded.
+    pub fn request(&self) -> &Request {
+        &self.req
+    }
+
+    /// The response to the forwarded request; call `process` next to send it.
+    pub fn deliver(&mut self, response: Response) {
+        if matches!(self.state, State::Forwarded) {
+            self.state = State::Waiting(response);
+        }
+    }
+
+    /// True while a forwarded request waits for its response.
+    pub fn is_forwarded(&self) -> bool {
+        matches!(self.state, State::Forwarded)
     }
 
     /// Free space to read into; never empty while the connection may still read.
@@ -345,9 +377,17 @@ impl Conn {
                         Err(reject) => return self.reject(reject),
                     }
                 }
+                State::Forwarded => {
+                    self.state = State::Forwarded;
+                    return Progress::Forward;
+                }
                 State::Dispatch => {
+                    let Some(handler) = self.handler else {
+                        self.state = State::Forwarded;
+                        return Progress::Forward;
+                    };
                     stats::request();
-                    let reply = (self.handler)(&self.req);
+                    let reply = handler(&self.req);
                     match reply.wait {
                         Some(wait) if !wait.is_zero() => {
                             self.state = State::Waiting(reply.response);
@@ -931,6 +971,25 @@ mod tests {
         assert_eq!(
             statuses(&String::from_utf8_lossy(c.output())),
             vec![200, 200]
+        );
+    }
+
+    #[test]
+    fn forwarded_requests_are_answered_in_order() {
+        let mut c = Conn::forwarding();
+        c.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.process(), Progress::Forward);
+        assert_eq!(c.request().path(), "/a");
+        // Until the response comes back, nothing moves.
+        assert_eq!(c.process(), Progress::Forward);
+        c.deliver(Response::text(200, "a"));
+        assert_eq!(c.process(), Progress::Forward);
+        assert_eq!(c.request().path(), "/b");
+        c.deliver(Response::text(502, "worker died"));
+        assert_eq!(c.process(), Progress::Read);
+        assert_eq!(
+            statuses(&String::from_utf8_lossy(c.output())),
+            vec![200, 502]
         );
     }
 

@@ -36,6 +36,10 @@
 //!   kernel's hash can put more of them on one process — `--stats` shows the spread.
 //! - A CPU-bound or synchronous handler stalls every coroutine of its process, as in an
 //!   event loop; a coroutine sleep does not.
+//! - `/sleep` parks one coroutine on `may`'s timer: the process keeps serving the others.
+//!   `/db` is a synchronous SQLite call, not a `may` I/O point: it blocks the scheduler
+//!   thread and every coroutine of the process waits for it (Swoole's warning about
+//!   blocking PDO in coroutines without its hooks).
 //! - Per keep-alive request: one `read`, one `write`, a share of `epoll_wait`. After a
 //!   short read the socket is drained, so the coroutine parks on readiness
 //!   ([`WaitIo::wait_io`]) instead of reading again only to get EAGAIN.
@@ -216,7 +220,8 @@ fn serve(mut stream: TcpStream, entry: Registration) {
                 // Parks only this coroutine; the others keep running.
                 may::coroutine::sleep(wait);
             }
-            Progress::Close => {
+            // Forward never happens on a Conn::new() connection; closing is the safe answer.
+            Progress::Close | Progress::Forward => {
                 let _ = write_out(&mut stream, &mut conn);
                 let _ = stream.shutdown(Shutdown::Write);
                 if conn.should_linger() {

@@ -28,6 +28,12 @@
 //!   its connections as it runs out of requests to send).
 //! - Crash isolation is perfect and the code is the simplest possible; per-request cost is
 //!   low (one `read`, one `write`), so on hello world with few connections it does well.
+//!
+//! ## Waiting and blocking work
+//! - `/sleep`: the worker sleeps (`thread::sleep`): a whole process waits for one client,
+//!   so throughput is capped at `workers ÷ wait` (2 workers, 20 ms → ~100 req/s).
+//! - `/db`: the synchronous SQLite query blocks the worker — which serves only this
+//!   connection anyway, so nobody else notices; that is PHP-FPM's strength here.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -156,7 +162,8 @@ fn serve(mut stream: TcpStream) {
                 // The blocking model's only way to wait: the whole worker sleeps.
                 std::thread::sleep(wait);
             }
-            Progress::Close => {
+            // Forward never happens on a Conn::new() connection; closing is the safe answer.
+            Progress::Close | Progress::Forward => {
                 flush(&mut stream, &mut conn);
                 if conn.should_linger() {
                     linger::blocking(stream);

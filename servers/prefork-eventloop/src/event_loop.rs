@@ -98,7 +98,8 @@ impl Connection {
             }
             // on_message: the codec answers everything buffered, in order.
             match self.conn.process() {
-                Progress::Close => self.closing = true,
+                // Forward never happens on a Conn::new() connection; closing is the safe answer.
+                Progress::Close | Progress::Forward => self.closing = true,
                 Progress::Wait(wait) => self.wait_for = Some(wait),
                 Progress::Read if !self.conn.output().is_empty() => {}
                 Progress::Read if !self.readable => return Next::Pending,

@@ -37,6 +37,9 @@
 //!   that waited last, so shares can be uneven — `--stats` shows them.
 //!   `--reuseport`: no herd, the kernel hashes connections evenly over the sockets, but a
 //!   busy child cannot leave its queue to an idle one.
+//! - `/sleep` is a timer in the loop (a min-heap feeding `epoll_wait`'s timeout): no
+//!   connection waits for another. `/db` runs inside the callback: the whole loop, every
+//!   connection of that child, stalls for the query (Workerman with a blocking PDO call).
 //! - Cost per keep-alive request: one `read` (a short read means the socket is drained —
 //!   no extra read that only returns EAGAIN), one `write`, a share of an `epoll_wait`.
 

@@ -26,6 +26,9 @@
 //!   and its shard's Date cache and counters stay in one core's caches.
 //! - No work stealing: a hot shard cannot shed load to a cold one; with few connections the
 //!   kernel's hash can load shards unevenly — `--stats` shows it per shard.
+//! - `/sleep` is a glommio timer: the shard keeps serving. `/db` is a synchronous call on
+//!   the shard's only thread: every connection of that shard waits, and no other shard
+//!   can take them over.
 //! - io_uring batches submissions; glommio still tries a direct `recv` first and, after a
 //!   short read, arms a readiness poll so the next read does not spend a syscall on EAGAIN.
 
@@ -248,7 +251,8 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
                 }
                 glommio::timer::sleep(wait).await;
             }
-            Progress::Close => {
+            // Forward never happens on a Conn::new() connection; closing is the safe answer.
+            Progress::Close | Progress::Forward => {
                 let _ = flush(&mut stream, &mut conn).await;
                 let _ = stream.shutdown(Shutdown::Write).await;
                 if conn.should_linger() {

@@ -31,6 +31,11 @@
 //! - The price: cross-thread wake-ups (a socket readable on one thread's epoll wakes a task
 //!   queued on another), atomic reference counts on every task handle and waker, and cache
 //!   misses when a task and its buffers move between cores.
+//! - `/sleep` is a tokio timer. `/db` is synchronous: the handler runs it through
+//!   `block_in_place`, which hands this worker's run queue to another thread before
+//!   blocking — what Go does for a goroutine stuck in a system call (the P is handed off).
+//!   Chosen over `spawn_blocking` because the handler is synchronous and shared by every
+//!   server: blocking in place keeps it so, and the hand-off keeps other connections moving.
 //! - tokio reads until a short read and only then waits for readiness, so a keep-alive
 //!   request costs one `read` and one `write`, plus a share of an `epoll_wait`.
 
@@ -229,7 +234,8 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
                 }
                 tokio::time::sleep(wait).await;
             }
-            Progress::Close => {
+            // Forward never happens on a Conn::new() connection; closing is the safe answer.
+            Progress::Close | Progress::Forward => {
                 let _ = flush(&mut stream, &mut conn).await;
                 let _ = stream.shutdown().await;
                 if conn.should_linger() {
