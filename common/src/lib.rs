@@ -12,6 +12,8 @@
 //!   discarded), keep-alive rules, limits and error statuses, and an output buffer that
 //!   collects every response of a pipelined batch so the runtime writes it once. It does no
 //!   I/O: each runtime feeds it bytes and flushes what it produced.
+//! - [`evconn`] — one connection driven by edge-triggered readiness callbacks, for the
+//!   event-loop servers.
 //! - [`response`] — response serialisation and the per-thread cached `Date` header.
 //! - [`routes`] — the handler: request in, [`routes::Reply`] out. A reply may ask the runtime
 //!   to *wait* before it is sent, which is how each runtime plugs in its own native timer
@@ -34,6 +36,7 @@
 
 pub mod cli;
 pub mod codec;
+pub mod evconn;
 pub mod framework;
 pub mod linger;
 pub mod listener;

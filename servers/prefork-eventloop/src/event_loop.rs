@@ -13,21 +13,19 @@
 //!   advance ends in: wait for the next edge │ start a timer │ on_close
 //! ```
 //!
-//! Edge-triggered rules kept here: after a readable edge, read until a read comes back
-//! *short* — a short read means the socket buffer is drained, so no extra `read` is spent
-//! just to see EAGAIN. A write that does not complete keeps its bytes in the connection's
-//! output buffer, and the connection reads nothing more until a writable edge lets it
-//! finish: a client that stops reading cannot make the server buffer without bound.
+//! The per-connection state machine itself (edge-triggered reads until a short read,
+//! bounded output, lingering close) is `common::evconn::EvConn`, shared with the reactors
+//! of `reactor-workers`.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::{self, Read, Write};
-use std::net::Shutdown;
+use std::io::{self, Read};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::codec::{Conn, Progress};
-use common::{linger, listener, shutdown, stats, supervisor};
+use common::codec::Conn;
+use common::evconn::{EvConn, Next};
+use common::{listener, shutdown, stats, supervisor};
 use mio::net::{TcpListener, TcpStream};
 use mio::unix::pipe;
 use mio::{Events, Interest, Poll, Token};
@@ -36,132 +34,11 @@ use slab::Slab;
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKE: Token = Token(usize::MAX - 2);
 
-/// What a connection's state machine wants from the loop after it ran.
-#[derive(Debug, PartialEq, Eq)]
-enum Next {
-    /// Nothing to do until the next readiness edge.
-    Pending,
-    /// Call back after this long (a handler's wait, or the end of a lingering close).
-    Timer(Instant),
-    /// Close and forget the connection.
-    Close,
-}
-
-/// One client connection's state: the codec plus what the loop must remember between
-/// callbacks.
-struct Connection {
-    stream: TcpStream,
-    conn: Conn,
-    /// Distinguishes this connection from a later one reusing its slab slot (timers).
-    id: u64,
-    /// A readable edge arrived and no read since came back short.
-    readable: bool,
-    /// The handler asked for a wait that has not started (output is flushed first).
-    wait_for: Option<Duration>,
-    /// A wait is running; its timer resumes the connection.
-    waiting: bool,
-    /// The codec decided to close: close once the output is written.
-    closing: bool,
-    /// Lingering close after an error: FIN sent, discarding input until this deadline.
-    linger_until: Option<(Instant, usize)>,
-}
-
-impl Connection {
-    /// Runs the connection as far as it can go without blocking.
-    fn advance(&mut self, stopping: bool) -> Next {
-        if self.linger_until.is_some() {
-            return self.discard();
-        }
-        loop {
-            // Write first: responses go out as soon as they exist.
-            if !self.conn.output().is_empty() {
-                match self.stream.write(self.conn.output()) {
-                    Ok(n) => self.conn.written(n),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Pending,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => return Next::Close,
-                }
-                continue;
-            }
-            if self.closing {
-                return self.on_closing();
-            }
-            if let Some(wait) = self.wait_for.take() {
-                self.waiting = true;
-                return Next::Timer(Instant::now() + wait);
-            }
-            if self.waiting {
-                return Next::Pending;
-            }
-            if stopping && self.conn.is_idle() {
-                return Next::Close;
-            }
-            // on_message: the codec answers everything buffered, in order.
-            match self.conn.process() {
-                // Forward never happens on a Conn::new() connection; closing is the safe answer.
-                Progress::Close | Progress::Forward => self.closing = true,
-                Progress::Wait(wait) => self.wait_for = Some(wait),
-                Progress::Read if !self.conn.output().is_empty() => {}
-                Progress::Read if !self.readable => return Next::Pending,
-                Progress::Read => {
-                    let buf = self.conn.read_buf();
-                    let room = buf.len();
-                    match self.stream.read(buf) {
-                        Ok(0) => return Next::Close,
-                        Ok(n) => {
-                            self.conn.filled(n);
-                            // A short read drained the socket: wait for the next edge.
-                            self.readable = n == room;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => return Next::Close,
-                    }
-                }
-            }
-        }
-    }
-
-    /// Output written and the codec wants to close: close, or linger after an error.
-    fn on_closing(&mut self) -> Next {
-        if !self.conn.should_linger() {
-            return Next::Close;
-        }
-        let _ = self.stream.shutdown(Shutdown::Write);
-        let deadline = Instant::now() + linger::TIMEOUT;
-        self.linger_until = Some((deadline, 0));
-        match self.discard() {
-            Next::Pending => Next::Timer(deadline),
-            other => other,
-        }
-    }
-
-    /// Lingering close: read and discard until EOF, the byte limit or the deadline.
-    fn discard(&mut self) -> Next {
-        let mut scratch = [0u8; 4096];
-        loop {
-            let Some((deadline, drained)) = self.linger_until.as_mut() else {
-                return Next::Close;
-            };
-            if *drained >= linger::MAX_BYTES || Instant::now() >= *deadline {
-                return Next::Close;
-            }
-            match self.stream.read(&mut scratch) {
-                Ok(0) => return Next::Close,
-                Ok(n) => *drained += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Pending,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Next::Close,
-            }
-        }
-    }
-}
-
 /// A child's loop: its poller, its connections and its timers.
 struct EventLoop {
     poll: Poll,
     listener: Option<TcpListener>,
-    conns: Slab<Connection>,
+    conns: Slab<EvConn<TcpStream>>,
     /// (due, slab key, connection id), earliest first.
     timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     next_id: u64,
@@ -266,16 +143,7 @@ impl EventLoop {
                         continue;
                     }
                     self.next_id += 1;
-                    entry.insert(Connection {
-                        stream,
-                        conn: Conn::new(),
-                        id: self.next_id,
-                        readable: false,
-                        wait_for: None,
-                        waiting: false,
-                        closing: false,
-                        linger_until: None,
-                    });
+                    entry.insert(EvConn::new(stream, Conn::new(), self.next_id));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e)
@@ -314,10 +182,9 @@ impl EventLoop {
             let Some(c) = self.conns.get_mut(key).filter(|c| c.id == id) else {
                 continue;
             };
-            if c.linger_until.is_some() {
+            if c.on_timer() {
                 self.on_close(key);
             } else {
-                c.waiting = false;
                 self.advance(key);
             }
         }
@@ -332,7 +199,8 @@ impl EventLoop {
         match c.advance(stopping) {
             Next::Pending => {}
             Next::Timer(due) => self.timers.push(Reverse((due, key, c.id))),
-            Next::Close => self.on_close(key),
+            // Conn::new() connections handle their requests here: nothing is forwarded.
+            Next::Close | Next::Forward => self.on_close(key),
         }
     }
 

@@ -1,0 +1,189 @@
+//! One client connection driven by readiness callbacks (edge-triggered epoll), shared by
+//! the event-loop servers (`prefork-eventloop` and the reactors of `reactor-workers`).
+//!
+//! An [`EvConn`] is the explicit per-connection state an event loop keeps between
+//! callbacks: the codec, whether the socket may still hold bytes, a pending wait, a pending
+//! close. [`EvConn::advance`] runs it as far as it can go without blocking and tells the
+//! loop what to wait for next ([`Next`]).
+//!
+//! Edge-triggered rules kept here: after a readable edge, read until a read comes back
+//! *short* — a short read means the socket buffer is drained, so no extra `read` is spent
+//! just to see EAGAIN. A write that does not complete keeps its bytes in the output buffer,
+//! and the connection reads nothing more until a writable edge lets it finish: a client
+//! that stops reading cannot make the server buffer without bound.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+
+use crate::codec::{Conn, Progress};
+use crate::linger;
+use crate::response::Response;
+
+/// What a connection wants from the loop after it ran.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing to do until the next readiness edge (or a delivered response).
+    Pending,
+    /// Call [`EvConn::on_timer`] at this instant (a handler's wait, or the end of a
+    /// lingering close).
+    Timer(Instant),
+    /// Close and forget the connection.
+    Close,
+    /// A forwarding connection has a complete request: send [`Conn::request`] on, then
+    /// [`EvConn::deliver`] the response.
+    Forward,
+}
+
+/// One client connection's state: the codec plus what the loop must remember between
+/// callbacks.
+pub struct EvConn<S> {
+    pub stream: S,
+    pub conn: Conn,
+    /// Distinguishes this connection from a later one reusing its slot (timers, replies).
+    pub id: u64,
+    /// A readable edge arrived and no read since came back short.
+    pub readable: bool,
+    /// The handler asked for a wait that has not started (output is flushed first).
+    wait_for: Option<Duration>,
+    /// A wait is running; its timer resumes the connection.
+    waiting: bool,
+    /// A forwarded request awaits its response.
+    awaiting: bool,
+    /// The codec decided to close: close once the output is written.
+    closing: bool,
+    /// Lingering close after an error: FIN sent, discarding input until this deadline.
+    linger_until: Option<(Instant, usize)>,
+}
+
+impl<S: Read + Write + AsFd> EvConn<S> {
+    pub fn new(stream: S, conn: Conn, id: u64) -> Self {
+        EvConn {
+            stream,
+            conn,
+            id,
+            readable: false,
+            wait_for: None,
+            waiting: false,
+            awaiting: false,
+            closing: false,
+            linger_until: None,
+        }
+    }
+
+    /// True while a forwarded request waits for its response.
+    pub fn is_awaiting(&self) -> bool {
+        self.awaiting
+    }
+
+    /// The response to the forwarded request; call [`EvConn::advance`] next.
+    pub fn deliver(&mut self, response: Response) {
+        self.conn.deliver(response);
+        self.awaiting = false;
+    }
+
+    /// A timer set by [`Next::Timer`] fired: true if the connection must now close (its
+    /// lingering close ran out of time); otherwise call [`EvConn::advance`].
+    pub fn on_timer(&mut self) -> bool {
+        if self.linger_until.is_some() {
+            return true;
+        }
+        self.waiting = false;
+        false
+    }
+
+    /// Runs the connection as far as it can go without blocking.
+    pub fn advance(&mut self, stopping: bool) -> Next {
+        if self.linger_until.is_some() {
+            return self.discard();
+        }
+        loop {
+            // Write first: responses go out as soon as they exist.
+            if !self.conn.output().is_empty() {
+                match self.stream.write(self.conn.output()) {
+                    Ok(n) => self.conn.written(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Pending,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return Next::Close,
+                }
+                continue;
+            }
+            if self.closing {
+                return self.on_closing();
+            }
+            if let Some(wait) = self.wait_for.take() {
+                self.waiting = true;
+                return Next::Timer(Instant::now() + wait);
+            }
+            if self.waiting || self.awaiting {
+                return Next::Pending;
+            }
+            if stopping && self.conn.is_idle() {
+                return Next::Close;
+            }
+            // on_message: the codec answers everything buffered, in order.
+            match self.conn.process() {
+                Progress::Close => self.closing = true,
+                Progress::Wait(wait) => self.wait_for = Some(wait),
+                Progress::Forward => {
+                    self.awaiting = true;
+                    return Next::Forward;
+                }
+                Progress::Read if !self.conn.output().is_empty() => {}
+                Progress::Read if !self.readable => return Next::Pending,
+                Progress::Read => {
+                    let buf = self.conn.read_buf();
+                    let room = buf.len();
+                    match self.stream.read(buf) {
+                        Ok(0) => return Next::Close,
+                        Ok(n) => {
+                            self.conn.filled(n);
+                            // A short read drained the socket: wait for the next edge.
+                            self.readable = n == room;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => return Next::Close,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Output written and the codec wants to close: close, or linger after an error.
+    fn on_closing(&mut self) -> Next {
+        if !self.conn.should_linger() {
+            return Next::Close;
+        }
+        let _ = SockRef::from(&self.stream).shutdown(Shutdown::Write);
+        let deadline = Instant::now() + linger::TIMEOUT;
+        self.linger_until = Some((deadline, 0));
+        match self.discard() {
+            Next::Pending => Next::Timer(deadline),
+            other => other,
+        }
+    }
+
+    /// Lingering close: read and discard until EOF, the byte limit or the deadline.
+    fn discard(&mut self) -> Next {
+        let mut scratch = [0u8; 4096];
+        loop {
+            let Some((deadline, drained)) = self.linger_until.as_mut() else {
+                return Next::Close;
+            };
+            if *drained >= linger::MAX_BYTES || Instant::now() >= *deadline {
+                return Next::Close;
+            }
+            match self.stream.read(&mut scratch) {
+                Ok(0) => return Next::Close,
+                Ok(n) => *drained += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Pending,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Next::Close,
+            }
+        }
+    }
+}
