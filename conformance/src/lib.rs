@@ -49,6 +49,8 @@ pub struct Spec {
     pub processes: bool,
     /// Every worker listens on its own SO_REUSEPORT socket.
     pub reuseport: bool,
+    /// Workers run the handler behind an IPC hop; client connections outlive them.
+    pub ipc: bool,
 }
 
 impl Spec {
@@ -61,6 +63,7 @@ impl Spec {
             hyper: false,
             processes: false,
             reuseport: false,
+            ipc: false,
         }
     }
 }

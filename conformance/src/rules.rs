@@ -711,3 +711,43 @@ pub fn framework_stack_serves_the_same_bodies(s: &Spec) {
     assert_hello(&c.response());
     assert_eq!(c.response().body_str(), JSON);
 }
+
+pub fn worker_dying_mid_request_answers_502(s: &Spec) {
+    if !s.ipc {
+        return; // the connection lives in the process that dies: nothing to answer with
+    }
+    let server = Server::start(s, &["--workers", "2"]);
+    let mut c = server.connect();
+    assert_hello(&c.get("/"));
+    c.send(b"GET /sleep?ms=4000 HTTP/1.1\r\nHost: test\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    for pid in server.worker_pids() {
+        // SAFETY: kill has no memory-safety preconditions; these are the server's workers.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let started = std::time::Instant::now();
+    let r = c.response();
+    assert_eq!(r.status, 502, "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // The client connection survived the crash; once both workers are back, they serve it.
+    let restarted = std::time::Instant::now();
+    while server
+        .stderr_lines()
+        .iter()
+        .filter(|l| l.contains("restarted as pid"))
+        .count()
+        < 2
+    {
+        assert!(
+            restarted.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            server.stderr_lines()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_hello(&c.get("/"));
+}

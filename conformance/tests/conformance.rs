@@ -53,6 +53,7 @@ macro_rules! suite {
                 sleep_rejects_bad_ms_with_400,
                 framework_stack_serves_the_same_bodies,
                 killed_worker_is_restarted,
+                worker_dying_mid_request_answers_502,
                 listening_sockets_match_the_model,
                 ab_without_keep_alive,
                 ab_with_keep_alive,
@@ -81,6 +82,21 @@ suite! {
         ..Spec::shared("coroutine-reuseport", &[])
     };
     thread_per_core => Spec { reuseport: true, ..Spec::shared("thread-per-core", &[]) };
+    reactor_workers => Spec {
+        processes: true,
+        ipc: true,
+        ..Spec::shared("reactor-workers", &[])
+    };
+    reactor_workers_fd_modulo => Spec {
+        processes: true,
+        ipc: true,
+        ..Spec::shared("reactor-workers", &["--dispatch", "fd-modulo"])
+    };
+    reactor_workers_idle_2_reactors => Spec {
+        processes: true,
+        ipc: true,
+        ..Spec::shared("reactor-workers", &["--dispatch", "idle", "--reactors", "2"])
+    };
     prefork_eventloop => Spec { processes: true, ..Spec::shared("prefork-eventloop", &[]) };
     prefork_eventloop_reuseport => Spec {
         processes: true,

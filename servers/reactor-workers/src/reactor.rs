@@ -1,0 +1,553 @@
+//! A reactor thread: owns client connections and links to every worker.
+//!
+//! Client connections are `common::evconn::EvConn`s built with `Conn::forwarding()`: the
+//! shared codec parses, and each complete request comes out as [`Next::Forward`]. The
+//! reactor frames it, picks a worker with the `--dispatch` rule, and writes it to that
+//! worker's link; the response frame coming back is delivered to the connection, which
+//! writes it — pipelined requests in order, one in flight per connection.
+//!
+//! A link that breaks (its worker died) answers every request the worker had received
+//! with 502: it may have had effects, so it is not retried behind the client's back. A
+//! request not yet written to the dead worker is safe to keep: it waits, with those routed
+//! to a link that is down, in the link's queue for the restarted worker
+//! (`fd-modulo` keeps a connection on its worker); `round-robin` and `idle` prefer links
+//! that are up.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use clap::ValueEnum;
+use common::codec::Conn;
+use common::evconn::{EvConn, Next};
+use common::listener;
+use common::response::Response;
+use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+use slab::Slab;
+
+use crate::ipc;
+
+/// How a reactor picks the worker for a request (Swoole's `dispatch_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Dispatch {
+    /// Mode 1: each request to the next worker in turn.
+    RoundRobin,
+    /// Mode 2 (Swoole's long-time default): worker = connection fd modulo workers, so a
+    /// keep-alive connection always lands on the same worker.
+    FdModulo,
+    /// Mode 3: the worker with the fewest requests in flight (from all reactors).
+    Idle,
+}
+
+const LISTENER: Token = Token(usize::MAX - 1);
+const WAKE: Token = Token(usize::MAX - 2);
+const UNIX: Token = Token(usize::MAX - 3);
+/// Tokens from here up are worker links (index = token − LINKS); below are clients.
+const LINKS: usize = usize::MAX / 2;
+/// Tokens from here up are worker connections that have not said hello yet.
+const GREETING: usize = usize::MAX / 4;
+
+/// One worker as seen from one reactor.
+#[derive(Default)]
+struct Link {
+    stream: Option<UnixStream>,
+    /// Framed requests not yet (fully) written, with their tokens; they wait here while
+    /// the worker is down.
+    queue: VecDeque<(u64, Vec<u8>)>,
+    /// Bytes of the front frame already written.
+    partial: usize,
+    /// Requests written to this worker and not answered: lost if it dies.
+    sent: HashSet<u64>,
+    /// Bytes of response frames received so far.
+    inbuf: Vec<u8>,
+}
+
+/// A link handed from reactor 0 (which accepts worker connections) to its reactor.
+pub type LinkHandoff = (usize, std::os::unix::net::UnixStream);
+
+/// What a reactor needs to start.
+pub struct Setup {
+    pub id: usize,
+    pub listener: std::net::TcpListener,
+    /// Reactor 0 accepts the workers' connections and hands each to its reactor.
+    pub unix: Option<std::os::unix::net::UnixListener>,
+    pub peers: Vec<(mpsc::Sender<LinkHandoff>, Arc<Waker>)>,
+    pub inbox: mpsc::Receiver<LinkHandoff>,
+    pub poll: Poll,
+    pub workers: usize,
+    pub dispatch: Dispatch,
+    pub stopping: Arc<AtomicBool>,
+    /// Requests in flight per worker, across all reactors (Swoole keeps this in shared
+    /// memory for dispatch mode 3).
+    pub busy: Arc<Vec<AtomicUsize>>,
+}
+
+pub struct Reactor {
+    id: usize,
+    poll: Poll,
+    listener: Option<TcpListener>,
+    unix: Option<UnixListener>,
+    peers: Vec<(mpsc::Sender<LinkHandoff>, Arc<Waker>)>,
+    inbox: mpsc::Receiver<LinkHandoff>,
+    greeting: Slab<(UnixStream, Vec<u8>)>,
+    clients: Slab<EvConn<TcpStream>>,
+    links: Vec<Link>,
+    dispatch: Dispatch,
+    next_worker: usize,
+    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    next_id: u64,
+    stop_flag: Arc<AtomicBool>,
+    stopping: bool,
+    busy: Arc<Vec<AtomicUsize>>,
+}
+
+/// A token names a client connection and its generation, so a late response for a
+/// connection that closed (and whose slot was reused) is dropped.
+fn token(key: usize, id: u64) -> u64 {
+    ((key as u64) << 32) | (id & 0xffff_ffff)
+}
+
+impl Reactor {
+    pub fn new(setup: Setup) -> io::Result<Self> {
+        setup.listener.set_nonblocking(true)?;
+        let mut listener = TcpListener::from_std(setup.listener);
+        setup
+            .poll
+            .registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let unix = match setup.unix {
+            Some(u) => {
+                u.set_nonblocking(true)?;
+                let mut u = UnixListener::from_std(u);
+                setup
+                    .poll
+                    .registry()
+                    .register(&mut u, UNIX, Interest::READABLE)?;
+                Some(u)
+            }
+            None => None,
+        };
+        Ok(Reactor {
+            id: setup.id,
+            poll: setup.poll,
+            listener: Some(listener),
+            unix,
+            peers: setup.peers,
+            inbox: setup.inbox,
+            greeting: Slab::new(),
+            clients: Slab::with_capacity(1024),
+            links: (0..setup.workers).map(|_| Link::default()).collect(),
+            dispatch: setup.dispatch,
+            next_worker: 0,
+            timers: BinaryHeap::new(),
+            next_id: 0,
+            stop_flag: setup.stopping,
+            stopping: false,
+            busy: setup.busy,
+        })
+    }
+
+    /// Runs until a stop was requested and every client connection has finished.
+    pub fn run(&mut self) -> io::Result<()> {
+        // Requests are counted by the workers; a reactor is not a worker in --stats.
+        common::stats::forget_current_thread();
+        let mut events = Events::with_capacity(1024);
+        while !(self.stopping && self.clients.is_empty()) {
+            let timeout = self
+                .timers
+                .peek()
+                .map(|Reverse((due, _, _))| due.saturating_duration_since(Instant::now()));
+            match self.poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            if self.stop_flag.load(Ordering::SeqCst) && !self.stopping {
+                self.begin_stop();
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.on_accept(),
+                    UNIX => self.on_worker_connect(),
+                    WAKE => self.on_handoff(),
+                    Token(t) if t >= LINKS => self.on_link_event(t - LINKS),
+                    Token(t) if t >= GREETING => self.on_greeting(t - GREETING),
+                    Token(key) => {
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            if let Some(c) = self.clients.get_mut(key) {
+                                c.readable = true;
+                            }
+                        }
+                        self.advance(key);
+                    }
+                }
+            }
+            self.on_timers();
+        }
+        Ok(())
+    }
+
+    fn on_accept(&mut self) {
+        let Some(listener) = self.listener.as_ref() else {
+            return;
+        };
+        loop {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    let _ = listener::tune_accepted(&stream);
+                    let entry = self.clients.vacant_entry();
+                    let key = entry.key();
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if self
+                        .poll
+                        .registry()
+                        .register(&mut stream, Token(key), interest)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    self.next_id += 1;
+                    entry.insert(EvConn::new(stream, Conn::forwarding(), self.next_id));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) => {
+                    eprintln!("{}: reactor {}: accept failed: {e}", crate::ARCH, self.id);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reactor 0: a worker connected; wait for its hello to learn whose link it is.
+    fn on_worker_connect(&mut self) {
+        loop {
+            let Some(Ok((mut stream, _))) = self.unix.as_ref().map(UnixListener::accept) else {
+                return;
+            };
+            let entry = self.greeting.vacant_entry();
+            let slot = entry.key();
+            if self
+                .poll
+                .registry()
+                .register(&mut stream, Token(GREETING + slot), Interest::READABLE)
+                .is_ok()
+            {
+                entry.insert((stream, Vec::new()));
+                // The hello may already be there: edge-triggered, so read it now.
+                self.on_greeting(slot);
+            }
+        }
+    }
+
+    fn on_greeting(&mut self, slot: usize) {
+        let Some((stream, buf)) = self.greeting.get_mut(slot) else {
+            return;
+        };
+        let mut chunk = [0u8; 64];
+        let mut closed = false;
+        loop {
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        let hello = match ipc::split_frame(buf) {
+            Ok(Some(payload)) => ipc::decode_hello(&payload).map_err(|_| ()),
+            Ok(None) if !closed => return, // wait for the rest of the hello
+            _ => Err(()),
+        };
+        let (mut stream, _) = self.greeting.remove(slot);
+        let _ = self.poll.registry().deregister(&mut stream);
+        let Ok((worker, reactor)) = hello else {
+            return;
+        };
+        // Back to a std stream: it may belong to another reactor's poller.
+        let std_stream = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(stream));
+        let (worker, reactor) = (worker as usize, reactor as usize);
+        if reactor == self.id {
+            self.attach(worker, std_stream);
+        } else if let Some((tx, waker)) = self.peers.get(reactor) {
+            let _ = tx.send((worker, std_stream));
+            let _ = waker.wake();
+        }
+    }
+
+    /// Links handed over by reactor 0.
+    fn on_handoff(&mut self) {
+        while let Ok((worker, stream)) = self.inbox.try_recv() {
+            self.attach(worker, stream);
+        }
+    }
+
+    /// A (re)started worker's link: flush what waited for it.
+    fn attach(&mut self, worker: usize, stream: std::os::unix::net::UnixStream) {
+        if self.links.get(worker).is_some_and(|l| l.stream.is_some()) {
+            // The old link's end of file has not been seen yet: its worker is gone.
+            self.on_link_lost(worker);
+        }
+        let Some(link) = self.links.get_mut(worker) else {
+            return;
+        };
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let mut stream = UnixStream::from_std(stream);
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if register(
+            self.poll.registry(),
+            &mut stream,
+            Token(LINKS + worker),
+            interest,
+        )
+        .is_err()
+        {
+            return;
+        }
+        link.stream = Some(stream);
+        link.inbuf.clear();
+        self.flush_link(worker);
+    }
+
+    fn on_link_event(&mut self, worker: usize) {
+        self.flush_link(worker);
+        let Some(link) = self.links.get_mut(worker) else {
+            return;
+        };
+        let Some(stream) = link.stream.as_mut() else {
+            return;
+        };
+        let mut chunk = [0u8; 16 * 1024];
+        let mut broken = false;
+        loop {
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    broken = true;
+                    break;
+                }
+                Ok(n) => {
+                    link.inbuf.extend_from_slice(&chunk[..n]);
+                    if n < chunk.len() {
+                        break; // short read: drained
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        let mut replies = Vec::new();
+        loop {
+            match ipc::split_frame(&mut link.inbuf) {
+                Ok(Some(payload)) => match ipc::decode_response(&payload) {
+                    Ok(reply) => replies.push(reply),
+                    Err(_) => {
+                        broken = true;
+                        break;
+                    }
+                },
+                Ok(None) => break,
+                Err(_) => {
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        for (t, response) in replies {
+            if self.links[worker].sent.remove(&t) {
+                self.busy[worker].fetch_sub(1, Ordering::Relaxed);
+            }
+            self.deliver(t, response);
+        }
+        if broken {
+            self.on_link_lost(worker);
+        }
+    }
+
+    /// The worker died (or broke the protocol): the requests it had received get 502;
+    /// requests it never got (not yet written) stay queued for its restart.
+    fn on_link_lost(&mut self, worker: usize) {
+        let link = &mut self.links[worker];
+        if let Some(mut stream) = link.stream.take() {
+            let _ = self.poll.registry().deregister(&mut stream);
+        }
+        link.inbuf.clear();
+        let mut lost: Vec<u64> = link.sent.drain().collect();
+        if link.partial > 0 {
+            // Half a frame reached the dead worker: that request is lost too.
+            if let Some((t, _)) = link.queue.pop_front() {
+                lost.push(t);
+            }
+            link.partial = 0;
+        }
+        self.busy[worker].fetch_sub(lost.len(), Ordering::Relaxed);
+        for t in lost {
+            let why =
+                format!("502 Bad Gateway: worker {worker} exited while handling the request\n");
+            self.deliver(t, Response::text(502, why));
+        }
+    }
+
+    fn deliver(&mut self, t: u64, response: Response) {
+        let key = (t >> 32) as usize;
+        match self.clients.get_mut(key) {
+            Some(c) if token(key, c.id) == t && c.is_awaiting() => c.deliver(response),
+            _ => return, // the client left meanwhile
+        }
+        self.advance(key);
+    }
+
+    /// Writes as much of a link's queued requests as the socket takes.
+    fn flush_link(&mut self, worker: usize) {
+        let Some(link) = self.links.get_mut(worker) else {
+            return;
+        };
+        let Some(stream) = link.stream.as_mut() else {
+            return;
+        };
+        let mut broken = false;
+        while let Some((t, frame)) = link.queue.front() {
+            match stream.write(&frame[link.partial..]) {
+                Ok(n) => {
+                    link.partial += n;
+                    if link.partial == frame.len() {
+                        link.sent.insert(*t);
+                        link.queue.pop_front();
+                        link.partial = 0;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        if broken {
+            self.on_link_lost(worker);
+        }
+    }
+
+    /// Picks the worker for a request of client `key`.
+    fn choose(&mut self, key: usize) -> usize {
+        let n = self.links.len();
+        let up = |l: &Link| l.stream.is_some();
+        match self.dispatch {
+            Dispatch::FdModulo => {
+                use std::os::fd::AsRawFd;
+                let fd = self.clients.get(key).map_or(0, |c| c.stream.as_raw_fd());
+                fd as usize % n
+            }
+            Dispatch::RoundRobin => {
+                for step in 0..n {
+                    let w = (self.next_worker + step) % n;
+                    if up(&self.links[w]) {
+                        self.next_worker = w + 1;
+                        return w;
+                    }
+                }
+                self.next_worker += 1;
+                (self.next_worker - 1) % n
+            }
+            Dispatch::Idle => (0..n)
+                .min_by_key(|&w| (!up(&self.links[w]), self.busy[w].load(Ordering::Relaxed)))
+                .unwrap_or(0),
+        }
+    }
+
+    fn forward(&mut self, key: usize) {
+        let worker = self.choose(key);
+        let Some(c) = self.clients.get(key) else {
+            return;
+        };
+        let t = token(key, c.id);
+        let mut frame = Vec::with_capacity(64 + c.conn.request().target().len());
+        ipc::encode_request(&mut frame, t, c.conn.request());
+        self.links[worker].queue.push_back((t, frame));
+        self.busy[worker].fetch_add(1, Ordering::Relaxed);
+        self.flush_link(worker);
+    }
+
+    fn advance(&mut self, key: usize) {
+        let stopping = self.stopping;
+        let Some(c) = self.clients.get_mut(key) else {
+            return;
+        };
+        match c.advance(stopping) {
+            Next::Pending => {}
+            Next::Timer(due) => self.timers.push(Reverse((due, key, c.id))),
+            Next::Forward => self.forward(key),
+            Next::Close => self.close(key),
+        }
+    }
+
+    fn on_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(&Reverse((due, key, id))) = self.timers.peek() {
+            if due > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(c) = self.clients.get_mut(key).filter(|c| c.id == id) else {
+                continue;
+            };
+            if c.on_timer() {
+                self.close(key);
+            } else {
+                self.advance(key);
+            }
+        }
+    }
+
+    fn close(&mut self, key: usize) {
+        if self.clients.contains(key) {
+            let mut c = self.clients.remove(key);
+            let _ = self.poll.registry().deregister(&mut c.stream);
+        }
+    }
+
+    /// Stop accepting, close idle connections; the others close once answered.
+    fn begin_stop(&mut self) {
+        self.stopping = true;
+        if let Some(mut l) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            self.advance(key);
+        }
+    }
+}
+
+fn register(
+    registry: &Registry,
+    stream: &mut UnixStream,
+    token: Token,
+    interest: Interest,
+) -> io::Result<()> {
+    registry.register(stream, token, interest)
+}
+
+/// The token of each reactor's waker (used by the main thread to wake it for a stop).
+pub const WAKE_TOKEN: Token = WAKE;
