@@ -65,6 +65,18 @@ pub const VARIANTS: &[Variant] = &[
         "Glommio / Seastar",
     ),
     variant(
+        "reactor-workers",
+        "reactor-workers",
+        &[],
+        "Swoole SWOOLE_PROCESS",
+    ),
+    variant(
+        "reactor-workers/fd-modulo",
+        "reactor-workers",
+        &["--dispatch", "fd-modulo"],
+        "Swoole dispatch_mode 2",
+    ),
+    variant(
         "work-stealing",
         "work-stealing",
         &[],
