@@ -470,6 +470,15 @@ impl Conn {
             Err(_) => return Err(Reject(400, "malformed request line or header field")),
         };
 
+        // httparse accepts a bare LF as a line end (RFC 9112 §2.2 allows it); archzoo
+        // does not, since parsers that disagree on line ends are how requests get
+        // smuggled past a proxy.
+        if bare_lf(&bytes[..head_len]) {
+            return Err(Reject(
+                400,
+                "bare LF in the request head (lines end with CRLF)",
+            ));
+        }
         let method = match parsed.method.unwrap_or("") {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
@@ -583,6 +592,13 @@ impl Conn {
             State::Dispatch
         }))
     }
+}
+
+/// True if some LF in `head` is not preceded by CR.
+fn bare_lf(head: &[u8]) -> bool {
+    head.iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'\n' && (i == 0 || head[i - 1] != b'\r'))
 }
 
 /// 414 when the request line alone overflows the head limit, else 431.
@@ -915,6 +931,8 @@ mod tests {
             (b"GET / FOO/1.1\r\nHost: x\r\n\r\n", 400),
             (b"PUT / HTTP/1.1\r\nHost: x\r\n\r\n", 501),
             (b"GET nothing HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\nHost: x\n\n", 400),
+            (b"GET / HTTP/1.1\r\nHost: x\nA: b\r\n\r\n", 400),
         ];
         for (input, status) in cases {
             assert_eq!(

@@ -47,6 +47,10 @@ pub struct EvConn<S> {
     pub id: u64,
     /// A readable edge arrived and no read since came back short.
     pub readable: bool,
+    /// The peer shut its side (EPOLLRDHUP). A short read no longer means "wait for the
+    /// next edge": the FIN may have come with the data, and no further edge will announce
+    /// it, so the next read must be made to see end-of-file.
+    pub peer_closed: bool,
     /// The handler asked for a wait that has not started (output is flushed first).
     wait_for: Option<Duration>,
     /// A wait is running; its timer resumes the connection.
@@ -66,6 +70,7 @@ impl<S: Read + Write + AsFd> EvConn<S> {
             conn,
             id,
             readable: false,
+            peer_closed: false,
             wait_for: None,
             waiting: false,
             awaiting: false,
@@ -141,8 +146,9 @@ impl<S: Read + Write + AsFd> EvConn<S> {
                         Ok(0) => return Next::Close,
                         Ok(n) => {
                             self.conn.filled(n);
-                            // A short read drained the socket: wait for the next edge.
-                            self.readable = n == room;
+                            // A short read drained the socket: wait for the next edge
+                            // (unless the peer closed: then read on, to its EOF).
+                            self.readable = n == room || self.peer_closed;
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

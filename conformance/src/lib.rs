@@ -9,11 +9,13 @@
 //! - this file — the harness: building the binaries, starting and stopping a server in its
 //!   own process group, a raw-socket client that parses responses byte-exactly.
 //! - [`rules`] — one function per rule a server must keep, named after the rule.
+//! - [`corpus`] — the malformed-input corpus (`corpus/malformed.txt`) every server faces.
 //! - `tests/conformance.rs` — the table of servers (one row each) × every rule.
 //!
 //! Everything is bounded: every read has a timeout, every server is killed (its whole
 //! process group) when its handle is dropped, even when a test fails.
 
+pub mod corpus;
 pub mod rules;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -335,6 +337,30 @@ impl Client {
 
     pub fn stream(&self) -> &TcpStream {
         &self.stream
+    }
+
+    /// Reads everything until the server closes (or `wait` passes): the raw bytes and
+    /// whether the close was seen.
+    pub fn read_to_close(&mut self, wait: Duration) -> (Vec<u8>, bool) {
+        let deadline = Instant::now() + wait;
+        let mut all = std::mem::take(&mut self.buf);
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return (all, false);
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return (all, true),
+                Ok(n) => all.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return (all, true),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return (all, false)
+                }
+                Err(_) => return (all, true),
+            }
+        }
     }
 
     pub fn send(&mut self, bytes: &[u8]) {

@@ -751,3 +751,45 @@ pub fn worker_dying_mid_request_answers_502(s: &Spec) {
     }
     assert_hello(&c.get("/"));
 }
+
+/// Every corpus entry on a fresh connection (then half-closed): a 4xx/5xx or a close, never
+/// a 2xx (hyper may accept the `lenient` ones), and afterwards the server still serves,
+/// logged no panic and restarted no worker.
+pub fn malformed_corpus_is_refused(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut failures = Vec::new();
+    for entry in crate::corpus::load() {
+        let mut c = server.connect();
+        // The server may close before reading everything: a failed write is fine.
+        let _ = std::io::Write::write_all(&mut c.stream().try_clone().unwrap(), &entry.bytes);
+        let _ = c.stream().shutdown(std::net::Shutdown::Write);
+        let (answer, closed) = c.read_to_close(Duration::from_secs(5));
+        let text = String::from_utf8_lossy(&answer);
+        let status: Option<u16> = text
+            .strip_prefix("HTTP/1.")
+            .and_then(|r| r.get(2..5))
+            .and_then(|code| code.parse().ok());
+        let allowed = match status {
+            None => closed && answer.is_empty(),
+            Some(code) if code >= 400 => true,
+            Some(_) => s.hyper && entry.expect == crate::corpus::Expect::Lenient,
+        };
+        if !allowed || !closed {
+            failures.push(format!(
+                "{}: status {status:?}, closed {closed}: {:?}",
+                entry.name,
+                text.chars().take(80).collect::<String>()
+            ));
+        }
+        assert_still_serves(&server);
+    }
+    let log = server.stderr_lines().join("\n");
+    assert!(!log.contains("panicked"), "{log}");
+    assert!(!log.contains("restart"), "{log}");
+    assert!(
+        failures.is_empty(),
+        "{} entries:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

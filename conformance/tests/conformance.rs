@@ -42,6 +42,7 @@ macro_rules! suite {
                 unsupported_version_is_505,
                 unknown_method_is_501,
                 client_vanishing_mid_request_is_harmless,
+                malformed_corpus_is_refused,
                 two_workers_both_serve,
                 sigterm_exits_zero_leaving_no_process,
                 bad_flag_is_one_line_and_nonzero,

@@ -104,7 +104,7 @@ impl EventLoop {
                     WAKE => self.drain_wake(),
                     Token(key) => {
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            self.on_readable(key);
+                            self.on_readable(key, event.is_read_closed() || event.is_error());
                         } else if event.is_writable() {
                             self.on_writable(key);
                         }
@@ -160,9 +160,10 @@ impl EventLoop {
         }
     }
 
-    fn on_readable(&mut self, key: usize) {
+    fn on_readable(&mut self, key: usize, peer_closed: bool) {
         if let Some(c) = self.conns.get_mut(key) {
             c.readable = true;
+            c.peer_closed |= peer_closed;
         }
         self.advance(key);
     }

@@ -180,6 +180,7 @@ impl Reactor {
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             if let Some(c) = self.clients.get_mut(key) {
                                 c.readable = true;
+                                c.peer_closed |= event.is_read_closed() || event.is_error();
                             }
                         }
                         self.advance(key);
