@@ -38,6 +38,13 @@ pub struct ServerArgs {
     /// SQLite file for /db: 1,000,000 rows, built (with a progress line) if it is missing.
     #[arg(long, default_value = "data/archzoo.db")]
     pub db: PathBuf,
+    /// Seconds a client may take to send a request head (and between body reads): then 408
+    /// and close.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub header_timeout: u64,
+    /// Seconds a keep-alive connection may stay idle between requests.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub idle_timeout: u64,
 }
 
 /// The shared flags, checked and with defaults filled in.
@@ -64,6 +71,11 @@ impl ServerArgs {
     /// worker is forked or spawned.
     pub fn resolve(&self) -> Result<Config, String> {
         let config = self.check()?;
+        crate::codec::set_timeouts(crate::codec::Timeouts {
+            header: std::time::Duration::from_secs(self.header_timeout),
+            idle: std::time::Duration::from_secs(self.idle_timeout),
+        });
+        raise_fd_limit();
         crate::routes::configure(self.stack);
         crate::workloads::prepare_db(&self.db)?;
         Ok(config)
@@ -96,6 +108,20 @@ impl ServerArgs {
             backlog: self.backlog,
             stats: self.stats,
         })
+    }
+}
+
+/// Raises the open-file limit to its hard limit: every connection is a descriptor, and
+/// the usual soft limit (1024) is far below what an event-driven server can hold.
+pub fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
     }
 }
 
@@ -226,6 +252,8 @@ mod tests {
             stats: false,
             stack: crate::routes::Stack::Raw,
             db: PathBuf::from("unused.db"),
+            header_timeout: 10,
+            idle_timeout: 60,
         };
         assert_eq!(args.check().unwrap().workers, allowed_cpus().len());
         let pinned = ServerArgs {

@@ -33,7 +33,8 @@
 //!   [`MAX_HEAD`] or over [`MAX_HEADERS`] fields; 501 method other than GET/HEAD/POST;
 //!   505 HTTP version other than 1.0/1.1. Nothing here panics on any input.
 
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use crate::response::{self, Framing, Response};
 use crate::routes::{self, Handler};
@@ -61,6 +62,38 @@ const MIN_READ: usize = 2 * 1024;
 const MAX_BUF: usize = 32 * 1024;
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// How long a connection may take to send what it owes (`--header-timeout`,
+/// `--idle-timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From the first byte of a request head to its end, and between reads of a body: a
+    /// slowloris client gets a 408 and the close after this long.
+    pub header: Duration,
+    /// Between requests on a keep-alive connection: closed after this long.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+        }
+    }
+}
+
+static TIMEOUTS: OnceLock<Timeouts> = OnceLock::new();
+
+/// Sets the timeouts for this process (once, before workers start).
+pub fn set_timeouts(timeouts: Timeouts) {
+    let _ = TIMEOUTS.set(timeouts);
+}
+
+/// The timeouts in force.
+pub fn timeouts() -> Timeouts {
+    TIMEOUTS.get().copied().unwrap_or_default()
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -217,6 +250,10 @@ pub struct Conn {
     req: Request,
     keep_alive: bool,
     rejected: bool,
+    /// When bytes last arrived (or the connection opened, or a delayed response went out).
+    last_read: Instant,
+    /// When the first byte of the request head being received arrived.
+    head_since: Option<Instant>,
     /// None: requests are forwarded, not handled here (see [`Conn::forwarding`]).
     handler: Option<Handler>,
     capture_headers: bool,
@@ -250,6 +287,8 @@ impl Conn {
             req: Request::empty(),
             keep_alive: true,
             rejected: false,
+            last_read: Instant::now(),
+            head_since: None,
             handler: Some(handler),
             capture_headers: false,
         }
@@ -302,7 +341,47 @@ impl Conn {
 
     /// Records that `n` bytes were read into the start of [`Conn::read_buf`].
     pub fn filled(&mut self, n: usize) {
+        let now = Instant::now();
+        if n > 0 && self.head_since.is_none() && matches!(self.state, State::Head) {
+            self.head_since = Some(now);
+        }
+        self.last_read = now;
         self.end = (self.end + n).min(self.buf.len());
+    }
+
+    /// The instant after which the connection has waited too long for its peer: the idle
+    /// timeout between requests, the header timeout inside a request (head or body). None
+    /// while the server owes the next move (a handler runs, waits, or a response is due).
+    pub fn read_deadline(&self) -> Option<Instant> {
+        let t = timeouts();
+        match self.state {
+            State::Head if self.start == self.end && self.head_since.is_none() => {
+                Some(self.last_read + t.idle)
+            }
+            State::Head => Some(self.head_since.unwrap_or(self.last_read) + t.header),
+            State::Length(_) | State::Chunked(_) => Some(self.last_read + t.header),
+            _ => None,
+        }
+    }
+
+    /// True if [`Conn::read_deadline`] has passed at `now`.
+    pub fn expired(&self, now: Instant) -> bool {
+        self.read_deadline().is_some_and(|d| now >= d)
+    }
+
+    /// Gives up on a peer that missed its deadline: a 408 when a request was under way, a
+    /// silent close for an idle keep-alive connection. Returns [`Progress::Close`].
+    pub fn expire(&mut self) -> Progress {
+        match self.state {
+            State::Head if self.start == self.end && self.head_since.is_none() => {
+                self.state = State::Closed;
+                Progress::Close
+            }
+            State::Head | State::Length(_) | State::Chunked(_) => {
+                self.reject(Reject(408, "the request was not received in time"))
+            }
+            _ => Progress::Close,
+        }
     }
 
     /// Appends `bytes` to the input, as if read from the socket (for runtimes that receive
@@ -396,7 +475,11 @@ impl Conn {
                         _ => self.respond(&reply.response),
                     }
                 }
-                State::Waiting(response) => self.respond(&response),
+                State::Waiting(response) => {
+                    // The idle clock starts when a delayed response goes out.
+                    self.last_read = Instant::now();
+                    self.respond(&response)
+                }
             }
         }
     }
@@ -578,6 +661,7 @@ impl Conn {
         };
 
         self.start += head_len;
+        self.head_since = None;
         let has_body = encodings > 0 || body_len > 0;
         // A client that sent `Expect: 100-continue` waits for this before sending the body
         // (curl does for bodies over 1 KiB); one that already sent it loses nothing.
@@ -1009,6 +1093,30 @@ mod tests {
             statuses(&String::from_utf8_lossy(c.output())),
             vec![200, 502]
         );
+    }
+
+    #[test]
+    fn deadlines_follow_the_request_phase() {
+        let t = timeouts();
+        let mut c = Conn::new();
+        let idle = c.read_deadline().unwrap();
+        assert!(idle > Instant::now() + t.idle - Duration::from_secs(1));
+        c.feed(b"GET / HTTP/1.1\r\nHo");
+        assert_eq!(c.process(), Progress::Read);
+        let head = c.read_deadline().unwrap();
+        assert!(head < Instant::now() + t.header + Duration::from_millis(10));
+        assert!(!c.expired(Instant::now()));
+        assert!(c.expired(head));
+        assert_eq!(c.expire(), Progress::Close);
+        assert_eq!(statuses(&String::from_utf8_lossy(c.output())), vec![408]);
+        // An idle connection closes without a word.
+        let mut idle = Conn::new();
+        idle.feed(GET);
+        idle.process();
+        idle.written(idle.output().len());
+        assert!(idle.read_deadline().unwrap() > Instant::now() + t.header);
+        assert_eq!(idle.expire(), Progress::Close);
+        assert!(idle.output().is_empty());
     }
 
     #[test]

@@ -100,6 +100,19 @@ impl<S: Read + Write + AsFd> EvConn<S> {
         false
     }
 
+    /// Applies the codec's deadlines (see `Conn::read_deadline`): true if the peer missed
+    /// its deadline and the connection now closes (with a 408 if a request was under
+    /// way); call [`EvConn::advance`] next to write it and close. Event loops call this
+    /// from a once-a-second sweep rather than arming a timer per request.
+    pub fn expire_if_due(&mut self, now: Instant) -> bool {
+        if self.closing || self.linger_until.is_some() || !self.conn.expired(now) {
+            return false;
+        }
+        self.conn.expire();
+        self.readable = false;
+        true
+    }
+
     /// Runs the connection as far as it can go without blocking.
     pub fn advance(&mut self, stopping: bool) -> Next {
         if self.linger_until.is_some() {

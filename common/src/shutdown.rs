@@ -18,6 +18,7 @@
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static IDLE_FD: AtomicI32 = AtomicI32::new(-1);
@@ -78,12 +79,15 @@ pub fn set_wake_fd(fd: RawFd) {
     WAKE_FD.store(fd, SeqCst);
 }
 
-/// The open connections of one worker, so that a stop can end the idle ones from another
-/// thread (coroutine and thread-per-core servers, whose connections wait inside their
-/// runtime where no signal can reach them).
+/// The open connections of one worker, so that a stop can end the idle ones, and a
+/// once-a-second sweep the ones whose peer missed a deadline, from another thread
+/// (coroutine, thread-per-core and work-stealing servers, whose connections wait inside
+/// their runtime where no signal or timer of ours can reach them cheaply).
 ///
-/// A connection marks itself *parked* before it waits for its next request and unmarks
-/// itself when bytes arrive. [`ConnRegistry::stop`] sets the stop flag, then shuts the
+/// Before it waits for bytes, a connection publishes whether it is *parked* (idle between
+/// requests) and its deadline; it clears both when bytes arrive. [`ConnRegistry::sweep`]
+/// shuts the read side of every connection past its deadline, so its read returns
+/// end-of-file and the connection answers 408 (or just closes, if idle). [`ConnRegistry::stop`] sets the stop flag, then shuts the
 /// read side of every parked connection, so its pending read returns end-of-file. The
 /// two sides store first and check second (sequentially consistent), so either the
 /// connection sees the stop before it waits, or the stopper sees it parked: no connection
@@ -95,15 +99,33 @@ pub struct ConnRegistry {
     slots: Mutex<Vec<Option<Slot>>>,
 }
 
-/// A registered connection's fd and its "parked between requests" flag.
-type Slot = (RawFd, Arc<AtomicBool>);
+/// A registered connection: its fd and the state it publishes.
+type Slot = (RawFd, Arc<Published>);
+
+/// What a waiting connection publishes.
+#[derive(Debug, Default)]
+struct Published {
+    parked: AtomicBool,
+    /// Milliseconds since [`epoch`] (plus one; 0: no deadline).
+    deadline: std::sync::atomic::AtomicU64,
+}
+
+/// The reference instant for deadlines stored as integers.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn millis(at: Instant) -> u64 {
+    at.saturating_duration_since(epoch()).as_millis() as u64 + 1
+}
 
 /// A connection's entry in a [`ConnRegistry`]; dropping it unregisters the connection.
 #[derive(Debug)]
 pub struct Registration {
     registry: Arc<ConnRegistry>,
     slot: usize,
-    parked: Arc<AtomicBool>,
+    published: Arc<Published>,
 }
 
 impl ConnRegistry {
@@ -113,18 +135,18 @@ impl ConnRegistry {
 
     /// Registers an open connection (once per connection, not per request).
     pub fn register(self: &Arc<Self>, fd: RawFd) -> Registration {
-        let parked = Arc::new(AtomicBool::new(false));
+        let published = Arc::new(Published::default());
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let slot = slots.iter().position(Option::is_none).unwrap_or_else(|| {
             slots.push(None);
             slots.len() - 1
         });
-        slots[slot] = Some((fd, parked.clone()));
+        slots[slot] = Some((fd, published.clone()));
         self.live.fetch_add(1, SeqCst);
         Registration {
             registry: self.clone(),
             slot,
-            parked,
+            published,
         }
     }
 
@@ -147,10 +169,24 @@ impl ConnRegistry {
             unsafe { libc::shutdown(fd, libc::SHUT_RD) };
         }
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        for (fd, parked) in slots.iter().flatten() {
-            if parked.load(SeqCst) {
+        for (fd, published) in slots.iter().flatten() {
+            if published.parked.load(SeqCst) {
                 // SAFETY: an fd stays registered, hence open, until its connection drops
                 // its registration, which needs this lock.
+                unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
+            }
+        }
+    }
+
+    /// Ends the wait of every connection past its deadline (call about once a second).
+    pub fn sweep(&self, now: Instant) {
+        let now = millis(now);
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        for (fd, published) in slots.iter().flatten() {
+            let deadline = published.deadline.load(SeqCst);
+            if deadline != 0 && deadline <= now {
+                published.deadline.store(0, SeqCst);
+                // SAFETY: as in `stop`.
                 unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
             }
         }
@@ -158,20 +194,34 @@ impl ConnRegistry {
 }
 
 impl Registration {
-    /// Marks the connection as waiting between requests. False if the worker is stopping:
-    /// the caller closes the connection instead of waiting.
-    pub fn park(&self) -> bool {
-        self.parked.store(true, SeqCst);
+    /// Publishes that the connection waits for bytes until `deadline`, and whether it is
+    /// idle between requests. False if it is idle and the worker is stopping: the caller
+    /// closes the connection instead of waiting.
+    pub fn wait(&self, idle: bool, deadline: Option<Instant>) -> bool {
+        self.published
+            .deadline
+            .store(deadline.map_or(0, millis), SeqCst);
+        if !idle {
+            return true;
+        }
+        self.published.parked.store(true, SeqCst);
         if self.registry.stopping() {
-            self.parked.store(false, SeqCst);
+            self.published.parked.store(false, SeqCst);
             return false;
         }
         true
     }
 
-    /// Bytes arrived (or the wait ended): no longer parked.
+    /// Marks the connection as waiting between requests, with no deadline. False if the
+    /// worker is stopping.
+    pub fn park(&self) -> bool {
+        self.wait(true, None)
+    }
+
+    /// Bytes arrived (or the wait ended): no longer parked, no deadline.
     pub fn unpark(&self) {
-        self.parked.store(false, SeqCst);
+        self.published.parked.store(false, SeqCst);
+        self.published.deadline.store(0, SeqCst);
     }
 }
 
@@ -210,5 +260,26 @@ mod tests {
         assert!(!parked.park(), "no new wait after a stop");
         drop(parked);
         assert_eq!(registry.live(), 1);
+    }
+
+    #[test]
+    fn sweep_ends_waits_past_their_deadline_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _a = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _b = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut late, _) = listener.accept().unwrap();
+        let (on_time, _) = listener.accept().unwrap();
+        on_time.set_nonblocking(true).unwrap();
+        let registry = ConnRegistry::new();
+        let l = registry.register(std::os::fd::AsRawFd::as_raw_fd(&late));
+        let o = registry.register(std::os::fd::AsRawFd::as_raw_fd(&on_time));
+        let now = Instant::now();
+        assert!(l.wait(false, Some(now)));
+        assert!(o.wait(true, Some(now + std::time::Duration::from_secs(60))));
+        registry.sweep(now + std::time::Duration::from_millis(5));
+        let mut buf = [0u8; 8];
+        assert_eq!(late.read(&mut buf).unwrap(), 0);
+        let err = (&on_time).read(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
     }
 }

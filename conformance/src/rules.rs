@@ -793,3 +793,41 @@ pub fn malformed_corpus_is_refused(s: &Spec) {
         failures.join("\n")
     );
 }
+
+/// A slowloris client (a head that never ends) gets a 408 and the close after
+/// `--header-timeout` (hyper closes without a 408), and the server keeps serving.
+pub fn slow_head_gets_408_after_header_timeout(s: &Spec) {
+    let server = Server::start(s, &["--header-timeout", "1"]);
+    let mut c = server.connect();
+    let started = std::time::Instant::now();
+    c.send(b"GET / HTTP/1.1\r\nHost: te");
+    if s.hyper {
+        c.expect_closed();
+    } else {
+        let r = c.response();
+        assert_eq!(r.status, 408, "{r:?}");
+        assert_eq!(r.header("Connection"), Some("close"));
+        c.expect_closed();
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    assert_still_serves(&server);
+}
+
+/// An idle keep-alive connection is closed after `--idle-timeout`, silently.
+pub fn idle_keep_alive_closes_after_idle_timeout(s: &Spec) {
+    // hyper applies its head timeout to idle connections too.
+    let server = Server::start(s, &["--idle-timeout", "1", "--header-timeout", "2"]);
+    let mut c = server.connect();
+    assert_hello(&c.get("/"));
+    let started = std::time::Instant::now();
+    c.expect_closed();
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+}

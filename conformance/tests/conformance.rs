@@ -43,6 +43,8 @@ macro_rules! suite {
                 unknown_method_is_501,
                 client_vanishing_mid_request_is_harmless,
                 malformed_corpus_is_refused,
+                slow_head_gets_408_after_header_timeout,
+                idle_keep_alive_closes_after_idle_timeout,
                 two_workers_both_serve,
                 sigterm_exits_zero_leaving_no_process,
                 bad_flag_is_one_line_and_nonzero,

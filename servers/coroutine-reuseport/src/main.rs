@@ -145,9 +145,12 @@ fn worker(
         .map_err(|e| format!("cannot create the stop channel: {e}"))?;
     shutdown::set_wake_fd(wake_tx.as_raw_fd());
     supervisor::ready();
+    // It also sweeps connection deadlines once a second (slowloris, idle keep-alive).
+    let _ = wake_rx.set_read_timeout(Some(Duration::from_secs(1)));
     let mut byte = [0u8; 8];
     while !shutdown::requested() {
         let _ = wake_rx.read(&mut byte);
+        registry.sweep(Instant::now());
     }
     // Stop accepting on this process's own socket and end every parked connection.
     registry.stop(Some(listener_fd));
@@ -194,8 +197,9 @@ fn serve(mut stream: TcpStream, entry: Registration) {
                 if write_out(&mut stream, &mut conn).is_err() {
                     return;
                 }
-                // Between requests a stop may end the connection (see ConnRegistry).
-                if conn.is_idle() && !entry.park() {
+                // Publish the wait: a stop ends it between requests, the sweep past its
+                // deadline (see ConnRegistry).
+                if !entry.wait(conn.is_idle(), conn.read_deadline()) {
                     return;
                 }
                 if drained {
@@ -206,6 +210,9 @@ fn serve(mut stream: TcpStream, entry: Registration) {
                 let read = stream.read(buf);
                 entry.unpark();
                 match read {
+                    Ok(0) | Err(_) if conn.expired(Instant::now()) => {
+                        conn.expire(); // a 408 if a request was under way, then close
+                    }
                     Ok(0) | Err(_) => return,
                     Ok(n) => {
                         conn.filled(n);

@@ -38,7 +38,7 @@
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::cli::{self, ServerArgs};
@@ -143,15 +143,21 @@ fn serve(mut stream: TcpStream) {
                     Ok(0) => return,
                     Ok(n) => conn.filled(n),
                     // The listener's receive timeout is inherited by accepted sockets:
-                    // an idle connection wakes once a second, which costs nothing and
-                    // lets the loop above notice a stop.
+                    // a waiting connection wakes once a second, which costs nothing and
+                    // lets the loop notice a stop or a missed deadline (slowloris → 408,
+                    // idle keep-alive → close).
                     Err(e)
                         if matches!(
                             e.kind(),
                             io::ErrorKind::Interrupted
                                 | io::ErrorKind::WouldBlock
                                 | io::ErrorKind::TimedOut
-                        ) => {}
+                        ) =>
+                    {
+                        if conn.expired(Instant::now()) {
+                            conn.expire();
+                        }
+                    }
                     Err(_) => return,
                 }
             }

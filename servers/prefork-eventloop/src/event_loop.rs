@@ -33,6 +33,8 @@ use slab::Slab;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKE: Token = Token(usize::MAX - 2);
+/// How often connection deadlines are checked.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A child's loop: its poller, its connections and its timers.
 struct EventLoop {
@@ -85,12 +87,16 @@ impl EventLoop {
 
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
+        let mut next_sweep = Instant::now() + SWEEP_EVERY;
         while !(self.stopping && self.conns.is_empty()) {
+            // Wake at least once a second for the deadline sweep.
+            let now = Instant::now();
             let timeout = self
                 .timers
                 .peek()
-                .map(|Reverse((due, _, _))| due.saturating_duration_since(Instant::now()));
-            match self.poll.poll(&mut events, timeout) {
+                .map_or(next_sweep, |Reverse((due, _, _))| (*due).min(next_sweep))
+                .saturating_duration_since(now);
+            match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -112,6 +118,10 @@ impl EventLoop {
                 }
             }
             self.on_timers();
+            if Instant::now() >= next_sweep {
+                self.sweep();
+                next_sweep = Instant::now() + SWEEP_EVERY;
+            }
         }
         Ok(())
     }
@@ -173,6 +183,21 @@ impl EventLoop {
     }
 
     /// Runs due timers: a handler's wait ended, or a lingering close ran out of time.
+    /// Closes the connections whose peer missed a deadline (slowloris: 408; idle
+    /// keep-alive: silently). One pass a second over all connections costs less than a
+    /// timer per request.
+    fn sweep(&mut self) {
+        let now = Instant::now();
+        let due: Vec<usize> = self
+            .conns
+            .iter_mut()
+            .filter_map(|(key, c)| c.expire_if_due(now).then_some(key))
+            .collect();
+        for key in due {
+            self.advance(key);
+        }
+    }
+
     fn on_timers(&mut self) {
         let now = Instant::now();
         while let Some(&Reverse((due, key, id))) = self.timers.peek() {

@@ -45,6 +45,8 @@ pub enum Dispatch {
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKE: Token = Token(usize::MAX - 2);
+/// How often connection deadlines are checked.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 const UNIX: Token = Token(usize::MAX - 3);
 /// Tokens from here up are worker links (index = token − LINKS); below are clients.
 const LINKS: usize = usize::MAX / 2;
@@ -156,12 +158,16 @@ impl Reactor {
         // Requests are counted by the workers; a reactor is not a worker in --stats.
         common::stats::forget_current_thread();
         let mut events = Events::with_capacity(1024);
+        let mut next_sweep = Instant::now() + SWEEP_EVERY;
         while !(self.stopping && self.clients.is_empty()) {
+            // Wake at least once a second for the deadline sweep.
+            let now = Instant::now();
             let timeout = self
                 .timers
                 .peek()
-                .map(|Reverse((due, _, _))| due.saturating_duration_since(Instant::now()));
-            match self.poll.poll(&mut events, timeout) {
+                .map_or(next_sweep, |Reverse((due, _, _))| (*due).min(next_sweep))
+                .saturating_duration_since(now);
+            match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -188,6 +194,10 @@ impl Reactor {
                 }
             }
             self.on_timers();
+            if Instant::now() >= next_sweep {
+                self.sweep();
+                next_sweep = Instant::now() + SWEEP_EVERY;
+            }
         }
         Ok(())
     }
@@ -500,6 +510,21 @@ impl Reactor {
             Next::Timer(due) => self.timers.push(Reverse((due, key, c.id))),
             Next::Forward => self.forward(key),
             Next::Close => self.close(key),
+        }
+    }
+
+    /// Closes the connections whose peer missed a deadline (slowloris: 408; idle
+    /// keep-alive: silently). One pass a second over all connections costs less than a
+    /// timer per request.
+    fn sweep(&mut self) {
+        let now = Instant::now();
+        let due: Vec<usize> = self
+            .clients
+            .iter_mut()
+            .filter_map(|(key, c)| c.expire_if_due(now).then_some(key))
+            .collect();
+        for key in due {
+            self.advance(key);
         }
     }
 

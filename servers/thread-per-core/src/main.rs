@@ -37,7 +37,7 @@ use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::cli::{self, ServerArgs};
@@ -138,9 +138,14 @@ fn main() {
     let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot create the stop channel: {e}")));
     shutdown::set_wake_fd(wake_tx.as_raw_fd());
+    // It also sweeps connection deadlines once a second (slowloris, idle keep-alive).
+    let _ = wake_rx.set_read_timeout(Some(Duration::from_secs(1)));
     let mut byte = [0u8; 8];
     while !shutdown::requested() {
         let _ = io::Read::read(&mut wake_rx, &mut byte);
+        for ready in &stop_handles {
+            ready.conns.sweep(Instant::now());
+        }
     }
     for ready in &stop_handles {
         ready.conns.stop(Some(ready.listener_fd));
@@ -235,12 +240,15 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
                 if flush(&mut stream, &mut conn).await.is_err() {
                     return;
                 }
-                if conn.is_idle() && !entry.park() {
+                if !entry.wait(conn.is_idle(), conn.read_deadline()) {
                     return;
                 }
                 let read = stream.read(conn.read_buf()).await;
                 entry.unpark();
                 match read {
+                    Ok(0) | Err(_) if conn.expired(Instant::now()) => {
+                        conn.expire(); // a 408 if a request was under way, then close
+                    }
                     Ok(0) | Err(_) => return,
                     Ok(n) => conn.filled(n),
                 }

@@ -19,7 +19,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, SERVER};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -30,10 +30,14 @@ type HyperResponse = hyper::Response<Full<Bytes>>;
 pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>) {
     stats::connection();
     let mut builder = http1::Builder::new();
+    // hyper's own head timeout: it closes (without a 408) a connection whose next head
+    // does not arrive in time, idle keep-alive connections included.
     builder
         .max_buf_size(MAX_HEAD)
         .max_headers(MAX_HEADERS)
-        .keep_alive(true);
+        .keep_alive(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(common::codec::timeouts().header);
     let conn = builder.serve_connection(TokioIo::new(stream), service_fn(handle));
     let mut conn = std::pin::pin!(conn);
     let stopped = tokio::select! {

@@ -50,7 +50,10 @@ use clap::{Parser, ValueEnum};
 use common::cli::{self, Config, ServerArgs};
 use common::codec::{Conn, Progress};
 use common::listener::{self, ListenOptions};
+use common::shutdown::{ConnRegistry, Registration};
 use common::{linger, stats, supervisor};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{signal, SignalKind};
@@ -144,7 +147,18 @@ async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
     // Every connection holds a receiver: `changed()` tells it to stop, and the sender's
     // `closed()` resolves once the last connection is gone.
     let (stop_tx, stop_rx) = watch::channel(false);
-    let accept = tokio::spawn(accept_loop(listener, stop_rx, codec));
+    // Connection deadlines (slowloris → 408, idle keep-alive → close), swept once a second
+    // instead of arming a timer per read.
+    let conns = ConnRegistry::new();
+    let sweeper = conns.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            sweeper.sweep(std::time::Instant::now());
+        }
+    });
+    let accept = tokio::spawn(accept_loop(listener, stop_rx, codec, conns));
     cli::announce(
         ARCH,
         addr,
@@ -178,7 +192,12 @@ async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
 }
 
 /// The accept task: one task per connection, like `go c.serve(ctx)` in net/http.
-async fn accept_loop(listener: TcpListener, mut stop: watch::Receiver<bool>, codec: Codec) {
+async fn accept_loop(
+    listener: TcpListener,
+    mut stop: watch::Receiver<bool>,
+    codec: Codec,
+    conns: Arc<ConnRegistry>,
+) {
     loop {
         let accepted = tokio::select! {
             biased;
@@ -190,7 +209,10 @@ async fn accept_loop(listener: TcpListener, mut stop: watch::Receiver<bool>, cod
                 let _ = listener::tune_accepted(&stream);
                 let stop = stop.clone();
                 match codec {
-                    Codec::Shared => tokio::spawn(serve(stream, stop)),
+                    Codec::Shared => {
+                        let entry = conns.register(stream.as_raw_fd());
+                        tokio::spawn(serve(stream, stop, entry))
+                    }
                     Codec::Hyper => tokio::spawn(hyper_codec::serve(stream, stop)),
                 };
             }
@@ -205,7 +227,7 @@ async fn accept_loop(listener: TcpListener, mut stop: watch::Receiver<bool>, cod
 }
 
 /// One connection with the shared codec: read, process, write, until close or stop.
-async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
+async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Registration) {
     let mut conn = Conn::new();
     loop {
         match conn.process() {
@@ -213,6 +235,7 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
                 if flush(&mut stream, &mut conn).await.is_err() {
                     return;
                 }
+                entry.wait(false, conn.read_deadline());
                 let read = if conn.is_idle() {
                     // Between requests a stop closes the connection; mid-request it waits.
                     tokio::select! {
@@ -223,7 +246,11 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
                 } else {
                     stream.read(conn.read_buf()).await
                 };
+                entry.unpark();
                 match read {
+                    Ok(0) | Err(_) if conn.expired(std::time::Instant::now()) => {
+                        conn.expire(); // a 408 if a request was under way, then close
+                    }
                     Ok(0) | Err(_) => return,
                     Ok(n) => conn.filled(n),
                 }
