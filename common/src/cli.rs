@@ -45,6 +45,17 @@ pub struct ServerArgs {
     /// Seconds a keep-alive connection may stay idle between requests.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub idle_timeout: u64,
+    /// Connections per worker (per reactor in reactor-workers): at the limit a worker
+    /// stops accepting and leaves new connections in the listen queue.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_conns: u64,
+}
+
+static MAX_CONNS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// `--max-conns`: connections one worker holds before it stops accepting.
+pub fn max_conns() -> usize {
+    MAX_CONNS.get().copied().unwrap_or(10_000)
 }
 
 /// The shared flags, checked and with defaults filled in.
@@ -76,6 +87,7 @@ impl ServerArgs {
             idle: std::time::Duration::from_secs(self.idle_timeout),
         });
         raise_fd_limit();
+        let _ = MAX_CONNS.set(self.max_conns as usize);
         crate::routes::configure(self.stack);
         crate::workloads::prepare_db(&self.db)?;
         Ok(config)
@@ -254,6 +266,7 @@ mod tests {
             db: PathBuf::from("unused.db"),
             header_timeout: 10,
             idle_timeout: 60,
+            max_conns: 10_000,
         };
         assert_eq!(args.check().unwrap().workers, allowed_cpus().len());
         let pinned = ServerArgs {

@@ -831,3 +831,46 @@ pub fn idle_keep_alive_closes_after_idle_timeout(s: &Spec) {
         "{took:?}"
     );
 }
+
+/// At `--max-conns` a worker stops accepting: the next connection waits in the listen
+/// queue (unanswered) until one of the others closes, then it is served.
+pub fn max_conns_leaves_new_connections_queued(s: &Spec) {
+    if s.one_conn_per_worker {
+        return; // one connection per worker is its model: the limit is always 1
+    }
+    // The limit holds per accepting thread: per reactor in reactor-workers.
+    let acceptors: usize = s
+        .args
+        .iter()
+        .position(|a| *a == "--reactors")
+        .and_then(|i| s.args.get(i + 1)?.parse().ok())
+        .unwrap_or(1);
+    let server = Server::start(s, &["--workers", "1", "--max-conns", "2"]);
+    let mut held: Vec<Client> = (0..2 * acceptors).map(|_| server.connect()).collect();
+    for c in &mut held {
+        assert_hello(&c.get("/"));
+    }
+    let mut waiting = server.connect(); // accepted by the kernel, not by the server
+    waiting.send(GET);
+    waiting.expect_open(Duration::from_millis(400));
+    held.clear();
+    assert_hello(&waiting.response());
+}
+
+/// The master killed with SIGKILL: no worker (or manager) outlives it.
+pub fn master_killed_leaves_no_worker_behind(s: &Spec) {
+    if !s.processes {
+        return; // one process: nothing can be left behind
+    }
+    let mut server = Server::start(s, &["--workers", "2"]);
+    assert_still_serves(&server);
+    server.signal_and_wait(libc::SIGKILL, Duration::from_secs(2));
+    let started = std::time::Instant::now();
+    while server.group_alive() {
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "workers outlived the master"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -56,6 +56,8 @@ macro_rules! suite {
                 sleep_rejects_bad_ms_with_400,
                 framework_stack_serves_the_same_bodies,
                 killed_worker_is_restarted,
+                master_killed_leaves_no_worker_behind,
+                max_conns_leaves_new_connections_queued,
                 worker_dying_mid_request_answers_502,
                 listening_sockets_match_the_model,
                 ab_without_keep_alive,

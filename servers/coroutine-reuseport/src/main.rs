@@ -168,6 +168,11 @@ fn worker(
 
 fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>) {
     while !conns.stopping() {
+        if conns.live() >= common::cli::max_conns() {
+            // At --max-conns: leave new connections in the listen queue for a while.
+            may::coroutine::sleep(Duration::from_millis(10));
+            continue;
+        }
         match listener.accept() {
             Ok((stream, _)) => {
                 let _ = listener::tune_accepted(stream.inner());

@@ -45,6 +45,8 @@ struct EventLoop {
     timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     next_id: u64,
     stopping: bool,
+    /// At `--max-conns`: the listener is out of the poll set until a connection closes.
+    paused: bool,
     wake: pipe::Receiver,
     /// Kept open: the stop signal handler writes to it.
     _wake_tx: pipe::Sender,
@@ -80,6 +82,7 @@ impl EventLoop {
             timers: BinaryHeap::new(),
             next_id: 0,
             stopping: false,
+            paused: false,
             wake,
             _wake_tx: wake_tx,
         })
@@ -133,6 +136,12 @@ impl EventLoop {
             return;
         };
         loop {
+            if self.conns.len() >= common::cli::max_conns() {
+                // At the limit: stop accepting and leave new connections queued in the
+                // kernel instead of accepting and failing them.
+                self.pause_accepting();
+                return;
+            }
             match listener.accept() {
                 Ok((mut stream, _)) => {
                     let _ = listener::tune_accepted(&stream);
@@ -230,7 +239,34 @@ impl EventLoop {
         }
     }
 
+    fn pause_accepting(&mut self) {
+        if let Some(l) = self.listener.as_mut() {
+            if !self.paused && self.poll.registry().deregister(l).is_ok() {
+                self.paused = true;
+            }
+        }
+    }
+
+    /// Below the limit again: the listener rejoins the poll set (an edge is reported at
+    /// once if connections are queued).
+    fn resume_accepting(&mut self) {
+        if let Some(l) = self.listener.as_mut() {
+            if self.paused
+                && self
+                    .poll
+                    .registry()
+                    .register(l, LISTENER, Interest::READABLE)
+                    .is_ok()
+            {
+                self.paused = false;
+            }
+        }
+    }
+
     fn on_close(&mut self, key: usize) {
+        if self.paused && !self.stopping {
+            self.resume_accepting();
+        }
         if self.conns.contains(key) {
             let mut c = self.conns.remove(key);
             let _ = self.poll.registry().deregister(&mut c.stream);
@@ -242,7 +278,9 @@ impl EventLoop {
     fn begin_stop(&mut self) {
         self.stopping = true;
         if let Some(mut l) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut l);
+            if !self.paused {
+                let _ = self.poll.registry().deregister(&mut l);
+            }
         }
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
         for key in keys {

@@ -104,6 +104,8 @@ pub struct Reactor {
     next_id: u64,
     stop_flag: Arc<AtomicBool>,
     stopping: bool,
+    /// At `--max-conns`: the listener is out of the poll set until a connection closes.
+    paused: bool,
     busy: Arc<Vec<AtomicUsize>>,
 }
 
@@ -149,6 +151,7 @@ impl Reactor {
             next_id: 0,
             stop_flag: setup.stopping,
             stopping: false,
+            paused: false,
             busy: setup.busy,
         })
     }
@@ -207,6 +210,12 @@ impl Reactor {
             return;
         };
         loop {
+            if self.clients.len() >= common::cli::max_conns() {
+                // At the limit: stop accepting and leave new connections queued in the
+                // kernel instead of accepting and failing them.
+                self.pause_accepting();
+                return;
+            }
             match listener.accept() {
                 Ok((mut stream, _)) => {
                     let _ = listener::tune_accepted(&stream);
@@ -546,7 +555,34 @@ impl Reactor {
         }
     }
 
+    fn pause_accepting(&mut self) {
+        if let Some(l) = self.listener.as_mut() {
+            if !self.paused && self.poll.registry().deregister(l).is_ok() {
+                self.paused = true;
+            }
+        }
+    }
+
+    /// Below the limit again: the listener rejoins the poll set (an edge is reported at
+    /// once if connections are queued).
+    fn resume_accepting(&mut self) {
+        if let Some(l) = self.listener.as_mut() {
+            if self.paused
+                && self
+                    .poll
+                    .registry()
+                    .register(l, LISTENER, Interest::READABLE)
+                    .is_ok()
+            {
+                self.paused = false;
+            }
+        }
+    }
+
     fn close(&mut self, key: usize) {
+        if self.paused && !self.stopping {
+            self.resume_accepting();
+        }
         if self.clients.contains(key) {
             let mut c = self.clients.remove(key);
             let _ = self.poll.registry().deregister(&mut c.stream);
@@ -557,7 +593,9 @@ impl Reactor {
     fn begin_stop(&mut self) {
         self.stopping = true;
         if let Some(mut l) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut l);
+            if !self.paused {
+                let _ = self.poll.registry().deregister(&mut l);
+            }
         }
         let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
         for key in keys {

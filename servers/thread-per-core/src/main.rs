@@ -212,6 +212,11 @@ async fn shard(
         conns: conns.clone(),
     }));
     while !conns.stopping() {
+        if conns.live() >= common::cli::max_conns() {
+            // At --max-conns: leave new connections in the listen queue for a while.
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
         match listener.accept().await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);

@@ -198,7 +198,18 @@ async fn accept_loop(
     codec: Codec,
     conns: Arc<ConnRegistry>,
 ) {
+    // --max-conns, as mini-redis does it: a permit per connection, taken before accepting,
+    // so at the limit new connections wait in the listen queue.
+    let permits = Arc::new(tokio::sync::Semaphore::new(common::cli::max_conns()));
     loop {
+        let permit = tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
         let accepted = tokio::select! {
             biased;
             _ = stop.changed() => return,
@@ -211,9 +222,15 @@ async fn accept_loop(
                 match codec {
                     Codec::Shared => {
                         let entry = conns.register(stream.as_raw_fd());
-                        tokio::spawn(serve(stream, stop, entry))
+                        tokio::spawn(async move {
+                            serve(stream, stop, entry).await;
+                            drop(permit);
+                        })
                     }
-                    Codec::Hyper => tokio::spawn(hyper_codec::serve(stream, stop)),
+                    Codec::Hyper => tokio::spawn(async move {
+                        hyper_codec::serve(stream, stop).await;
+                        drop(permit);
+                    }),
                 };
             }
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
