@@ -11,10 +11,13 @@
 //! - [`procfs`] — CPU time, context switches and peak memory of a process tree, from /proc.
 //! - [`server`] — starting a server binary pinned to its CPUs, validating its answer,
 //!   stopping it and collecting its `--stats`.
+//! - [`idle`] — `--idle-conns N`: N idle keep-alive connections per server, memory per
+//!   connection, and whether every one is still answered.
 //! - [`report`] — the verdict rule, the markdown table, results.json/csv and SVG charts.
 //! - `main.rs` — the command line and the matrix loop.
 
 pub mod client;
+pub mod idle;
 pub mod procfs;
 pub mod report;
 pub mod server;

@@ -6,10 +6,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bench::client::{self, Amount, Client, Load};
-use bench::procfs;
 use bench::report::{self, Cell, Run};
 use bench::server::{self, Running};
 use bench::variants::{self, Variant, Workload, VARIANTS, WORKLOADS};
+use bench::{idle, procfs};
 use clap::Parser;
 use common::cli::{allowed_cpus, CpuList};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -80,6 +80,10 @@ struct Args {
     /// Directory of the server binaries (default: next to this binary).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// Instead of the load matrix: hold this many idle keep-alive connections on each
+    /// variant, check every one is still answered, and report memory per connection.
+    #[arg(long)]
+    idle_conns: Option<usize>,
 }
 
 /// Everything fixed for the whole matrix.
@@ -193,6 +197,15 @@ fn main() {
         plan.warmup
             .map_or(String::new(), |w| format!(", {}s warm-up", w.as_secs())),
     );
+
+    if let Some(n) = args.idle_conns {
+        common::cli::raise_fd_limit();
+        println!(
+            "{}",
+            idle::run(&plan.bin_dir, &variants, n, &plan.server_cpus, &args.db)
+        );
+        return;
+    }
 
     // The matrix, one cell per combination.
     let mut jobs: Vec<(Option<Variant>, &str, Workload, bool, u32)> = Vec::new();

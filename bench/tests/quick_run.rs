@@ -70,3 +70,36 @@ fn quick_run_on_one_variant_writes_figures() {
     assert!(dir.join("req_per_sec.svg").exists() && dir.join("cpu_us_per_req.svg").exists());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn idle_mode_holds_connections_and_reports_memory() {
+    let server = conformance::binary("prefork-eventloop");
+    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "--idle-conns",
+            "300",
+            "--variants",
+            "prefork-eventloop,prefork-blocking",
+        ])
+        .arg("--bin-dir")
+        .arg(server.parent().unwrap())
+        .arg("--db")
+        .arg(conformance::test_db())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("| prefork-eventloop |"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        row.contains("| 300 |") && row.contains("300 of 300"),
+        "{row}"
+    );
+    assert!(stdout.contains("one connection per worker"), "{stdout}");
+}

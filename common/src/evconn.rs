@@ -61,6 +61,8 @@ pub struct EvConn<S> {
     closing: bool,
     /// Lingering close after an error: FIN sent, discarding input until this deadline.
     linger_until: Option<(Instant, usize)>,
+    /// Given up: the peer stopped reading our output and missed its deadline.
+    aborted: bool,
 }
 
 impl<S: Read + Write + AsFd> EvConn<S> {
@@ -76,6 +78,7 @@ impl<S: Read + Write + AsFd> EvConn<S> {
             awaiting: false,
             closing: false,
             linger_until: None,
+            aborted: false,
         }
     }
 
@@ -105,7 +108,16 @@ impl<S: Read + Write + AsFd> EvConn<S> {
     /// way); call [`EvConn::advance`] next to write it and close. Event loops call this
     /// from a once-a-second sweep rather than arming a timer per request.
     pub fn expire_if_due(&mut self, now: Instant) -> bool {
-        if self.closing || self.linger_until.is_some() || !self.conn.expired(now) {
+        if self.linger_until.is_some() || !self.conn.expired(now) {
+            return false;
+        }
+        if !self.conn.output().is_empty() {
+            // The peer stopped reading: the output stays bounded (nothing more is read or
+            // processed meanwhile), and once the deadline passes the connection is dropped.
+            self.aborted = true;
+            return true;
+        }
+        if self.closing {
             return false;
         }
         self.conn.expire();
@@ -115,6 +127,9 @@ impl<S: Read + Write + AsFd> EvConn<S> {
 
     /// Runs the connection as far as it can go without blocking.
     pub fn advance(&mut self, stopping: bool) -> Next {
+        if self.aborted {
+            return Next::Close;
+        }
         if self.linger_until.is_some() {
             return self.discard();
         }
