@@ -364,6 +364,16 @@ impl Conn {
         }
     }
 
+    /// True while a request has started arriving but is not complete (head or body), or
+    /// bytes arrived that did not make a request yet.
+    pub fn mid_request(&self) -> bool {
+        match self.state {
+            State::Head => self.start < self.end || self.head_since.is_some(),
+            State::Length(_) | State::Chunked(_) => true,
+            _ => false,
+        }
+    }
+
     /// True if [`Conn::read_deadline`] has passed at `now`.
     pub fn expired(&self, now: Instant) -> bool {
         self.read_deadline().is_some_and(|d| now >= d)

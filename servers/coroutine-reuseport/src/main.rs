@@ -207,7 +207,10 @@ fn serve(mut stream: TcpStream, entry: Registration) {
                 if !entry.wait(conn.is_idle(), conn.read_deadline()) {
                     return;
                 }
-                if drained {
+                // Drained and between requests: park on readiness, no EAGAIN read. Mid-
+                // request, read at once instead: the client's FIN may have come with its
+                // last bytes, and no further readiness event would announce it.
+                if drained && !conn.mid_request() {
                     stream.wait_io();
                 }
                 let buf = conn.read_buf();
