@@ -874,3 +874,22 @@ pub fn master_killed_leaves_no_worker_behind(s: &Spec) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// SIGTERM while a request is being handled: the request is answered, then the connection
+/// closes and the server exits 0 — a graceful stop drains, it does not cut.
+pub fn sigterm_finishes_requests_in_flight(s: &Spec) {
+    let mut server = Server::start(s, &["--workers", "2"]);
+    let mut busy = server.connect();
+    busy.send(b"GET /sleep?ms=700 HTTP/1.1\r\nHost: test\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(150));
+    // SAFETY: signals the server's main process.
+    unsafe { libc::kill(server.pid(), libc::SIGTERM) };
+    let r = busy.response();
+    assert_eq!((r.status, r.body_str()), (200, "slept=700"), "{r:?}");
+    busy.expect_closed();
+    let (status, took) = server
+        .signal_and_wait(0, Duration::from_secs(6))
+        .expect("server did not exit after draining");
+    assert!(status.success(), "exit status {status}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}

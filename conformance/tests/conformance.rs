@@ -47,6 +47,7 @@ macro_rules! suite {
                 idle_keep_alive_closes_after_idle_timeout,
                 two_workers_both_serve,
                 sigterm_exits_zero_leaving_no_process,
+                sigterm_finishes_requests_in_flight,
                 bad_flag_is_one_line_and_nonzero,
                 busy_port_is_one_line_and_nonzero,
                 sum_returns_a_plausible_total,
