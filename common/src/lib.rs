@@ -14,6 +14,8 @@
 //!   I/O: each runtime feeds it bytes and flushes what it produced.
 //! - [`evconn`] — one connection driven by edge-triggered readiness callbacks, for the
 //!   event-loop servers.
+//! - [`evloop`] — what every epoll loop shares: the connection table with its timers and
+//!   deadline sweep, and the accepting socket with its `--max-conns` pause.
 //! - [`response`] — response serialisation and the per-thread cached `Date` header.
 //! - [`routes`] — the handler: request in, [`routes::Reply`] out. A reply may ask the runtime
 //!   to *wait* before it is sent, which is how each runtime plugs in its own native timer
@@ -37,6 +39,7 @@
 pub mod cli;
 pub mod codec;
 pub mod evconn;
+pub mod evloop;
 pub mod framework;
 pub mod linger;
 pub mod listener;

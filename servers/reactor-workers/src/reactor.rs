@@ -13,8 +13,7 @@
 //! (`fd-modulo` keeps a connection on its worker); `round-robin` and `idle` prefer links
 //! that are up.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -22,10 +21,9 @@ use std::time::Instant;
 
 use clap::ValueEnum;
 use common::codec::Conn;
-use common::evconn::{EvConn, Next};
-use common::listener;
+use common::evloop::{Acceptor, Action, ConnTable};
 use common::response::Response;
-use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
 
@@ -45,8 +43,6 @@ pub enum Dispatch {
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKE: Token = Token(usize::MAX - 2);
-/// How often connection deadlines are checked.
-const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 const UNIX: Token = Token(usize::MAX - 3);
 /// Tokens from here up are worker links (index = token − LINKS); below are clients.
 const LINKS: usize = usize::MAX / 2;
@@ -91,21 +87,17 @@ pub struct Setup {
 pub struct Reactor {
     id: usize,
     poll: Poll,
-    listener: Option<TcpListener>,
+    acceptor: Acceptor,
     unix: Option<UnixListener>,
     peers: Vec<(mpsc::Sender<LinkHandoff>, Arc<Waker>)>,
     inbox: mpsc::Receiver<LinkHandoff>,
     greeting: Slab<(UnixStream, Vec<u8>)>,
-    clients: Slab<EvConn<TcpStream>>,
+    clients: ConnTable,
     links: Vec<Link>,
     dispatch: Dispatch,
     next_worker: usize,
-    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
-    next_id: u64,
     stop_flag: Arc<AtomicBool>,
     stopping: bool,
-    /// At `--max-conns`: the listener is out of the poll set until a connection closes.
-    paused: bool,
     busy: Arc<Vec<AtomicUsize>>,
 }
 
@@ -117,12 +109,7 @@ fn token(key: usize, id: u64) -> u64 {
 
 impl Reactor {
     pub fn new(setup: Setup) -> io::Result<Self> {
-        setup.listener.set_nonblocking(true)?;
-        let mut listener = TcpListener::from_std(setup.listener);
-        setup
-            .poll
-            .registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let acceptor = Acceptor::new(setup.listener, setup.poll.registry(), LISTENER)?;
         let unix = match setup.unix {
             Some(u) => {
                 u.set_nonblocking(true)?;
@@ -138,20 +125,17 @@ impl Reactor {
         Ok(Reactor {
             id: setup.id,
             poll: setup.poll,
-            listener: Some(listener),
+            acceptor,
             unix,
             peers: setup.peers,
             inbox: setup.inbox,
             greeting: Slab::new(),
-            clients: Slab::with_capacity(1024),
+            clients: ConnTable::new(),
             links: (0..setup.workers).map(|_| Link::default()).collect(),
             dispatch: setup.dispatch,
             next_worker: 0,
-            timers: BinaryHeap::new(),
-            next_id: 0,
             stop_flag: setup.stopping,
             stopping: false,
-            paused: false,
             busy: setup.busy,
         })
     }
@@ -161,15 +145,8 @@ impl Reactor {
         // Requests are counted by the workers; a reactor is not a worker in --stats.
         common::stats::forget_current_thread();
         let mut events = Events::with_capacity(1024);
-        let mut next_sweep = Instant::now() + SWEEP_EVERY;
         while !(self.stopping && self.clients.is_empty()) {
-            // Wake at least once a second for the deadline sweep.
-            let now = Instant::now();
-            let timeout = self
-                .timers
-                .peek()
-                .map_or(next_sweep, |Reverse((due, _, _))| (*due).min(next_sweep))
-                .saturating_duration_since(now);
+            let timeout = self.clients.timeout(Instant::now());
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -186,65 +163,24 @@ impl Reactor {
                     Token(t) if t >= LINKS => self.on_link_event(t - LINKS),
                     Token(t) if t >= GREETING => self.on_greeting(t - GREETING),
                     Token(key) => {
-                        if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            if let Some(c) = self.clients.get_mut(key) {
-                                c.readable = true;
-                                c.peer_closed |= event.is_read_closed() || event.is_error();
-                            }
-                        }
+                        let closed = event.is_read_closed() || event.is_error();
+                        self.clients.on_event(key, event.is_readable(), closed);
                         self.advance(key);
                     }
                 }
             }
             self.on_timers();
-            if Instant::now() >= next_sweep {
-                self.sweep();
-                next_sweep = Instant::now() + SWEEP_EVERY;
-            }
         }
         Ok(())
     }
 
     fn on_accept(&mut self) {
-        let Some(listener) = self.listener.as_ref() else {
-            return;
-        };
-        loop {
-            if self.clients.len() >= common::cli::max_conns() {
-                // At the limit: stop accepting and leave new connections queued in the
-                // kernel instead of accepting and failing them.
-                self.pause_accepting();
-                return;
-            }
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    let _ = listener::tune_accepted(&stream);
-                    let entry = self.clients.vacant_entry();
-                    let key = entry.key();
-                    let interest = Interest::READABLE | Interest::WRITABLE;
-                    if self
-                        .poll
-                        .registry()
-                        .register(&mut stream, Token(key), interest)
-                        .is_err()
-                    {
-                        continue;
-                    }
-                    self.next_id += 1;
-                    entry.insert(EvConn::new(stream, Conn::forwarding(), self.next_id));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
-                    ) => {}
-                Err(e) => {
-                    eprintln!("{}: reactor {}: accept failed: {e}", crate::ARCH, self.id);
-                    return;
-                }
-            }
-        }
+        self.acceptor.accept(
+            self.poll.registry(),
+            &mut self.clients,
+            Conn::forwarding,
+            crate::ARCH,
+        );
     }
 
     /// Reactor 0: a worker connected; wait for its hello to learn whose link it is.
@@ -510,95 +446,36 @@ impl Reactor {
     }
 
     fn advance(&mut self, key: usize) {
-        let stopping = self.stopping;
-        let Some(c) = self.clients.get_mut(key) else {
-            return;
-        };
-        match c.advance(stopping) {
-            Next::Pending => {}
-            Next::Timer(due) => self.timers.push(Reverse((due, key, c.id))),
-            Next::Forward => self.forward(key),
-            Next::Close => self.close(key),
+        match self.clients.advance(key, self.stopping) {
+            Action::Idle => {}
+            Action::Forward => self.forward(key),
+            Action::Close => self.close(key),
         }
     }
 
-    /// Closes the connections whose peer missed a deadline (slowloris: 408; idle
-    /// keep-alive: silently). One pass a second over all connections costs less than a
-    /// timer per request.
-    fn sweep(&mut self) {
-        let now = Instant::now();
-        let due: Vec<usize> = self
-            .clients
-            .iter_mut()
-            .filter_map(|(key, c)| c.expire_if_due(now).then_some(key))
-            .collect();
-        for key in due {
+    /// Due timers and the deadline sweep (slowloris → 408, idle keep-alive → close).
+    fn on_timers(&mut self) {
+        let (advance, close) = self.clients.due(Instant::now());
+        for key in close {
+            self.close(key);
+        }
+        for key in advance {
             self.advance(key);
         }
     }
 
-    fn on_timers(&mut self) {
-        let now = Instant::now();
-        while let Some(&Reverse((due, key, id))) = self.timers.peek() {
-            if due > now {
-                break;
-            }
-            self.timers.pop();
-            let Some(c) = self.clients.get_mut(key).filter(|c| c.id == id) else {
-                continue;
-            };
-            if c.on_timer() {
-                self.close(key);
-            } else {
-                self.advance(key);
-            }
-        }
-    }
-
-    fn pause_accepting(&mut self) {
-        if let Some(l) = self.listener.as_mut() {
-            if !self.paused && self.poll.registry().deregister(l).is_ok() {
-                self.paused = true;
-            }
-        }
-    }
-
-    /// Below the limit again: the listener rejoins the poll set (an edge is reported at
-    /// once if connections are queued).
-    fn resume_accepting(&mut self) {
-        if let Some(l) = self.listener.as_mut() {
-            if self.paused
-                && self
-                    .poll
-                    .registry()
-                    .register(l, LISTENER, Interest::READABLE)
-                    .is_ok()
-            {
-                self.paused = false;
-            }
-        }
-    }
-
     fn close(&mut self, key: usize) {
-        if self.paused && !self.stopping {
-            self.resume_accepting();
-        }
-        if self.clients.contains(key) {
-            let mut c = self.clients.remove(key);
-            let _ = self.poll.registry().deregister(&mut c.stream);
+        self.clients.close(key, self.poll.registry());
+        if !self.stopping {
+            self.acceptor.resume(self.poll.registry());
         }
     }
 
     /// Stop accepting, close idle connections; the others close once answered.
     fn begin_stop(&mut self) {
         self.stopping = true;
-        if let Some(mut l) = self.listener.take() {
-            if !self.paused {
-                let _ = self.poll.registry().deregister(&mut l);
-            }
-        }
-        let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
-        for key in keys {
+        self.acceptor.stop(self.poll.registry());
+        for key in self.clients.keys() {
             self.advance(key);
         }
     }

@@ -1,0 +1,262 @@
+//! The parts of an epoll (mio) event loop that every loop of archzoo shares: the table of
+//! client connections with their timers and deadline sweep ([`ConnTable`]), and the
+//! listening socket with its accept loop and `--max-conns` pause ([`Acceptor`]). What a
+//! loop does with a complete request — answer it ([`crate::codec::Conn::new`]) or forward
+//! it to a worker — stays in the server.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Registry, Token};
+use slab::Slab;
+
+use crate::codec::Conn;
+use crate::evconn::{EvConn, Next};
+use crate::{cli, listener};
+
+/// How often connection deadlines are checked.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// What the loop must do for a connection after it ran.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until its next event, timer or delivered response.
+    Idle,
+    /// Close it ([`ConnTable::close`]).
+    Close,
+    /// Send its complete request on ([`Next::Forward`]).
+    Forward,
+}
+
+/// Client connections keyed by their epoll token, with their timers.
+pub struct ConnTable {
+    conns: Slab<EvConn<TcpStream>>,
+    /// (due, key, connection id), earliest first.
+    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    next_id: u64,
+    next_sweep: Instant,
+}
+
+impl Default for ConnTable {
+    fn default() -> Self {
+        ConnTable::new()
+    }
+}
+
+impl ConnTable {
+    pub fn new() -> Self {
+        ConnTable {
+            conns: Slab::with_capacity(1024),
+            timers: BinaryHeap::new(),
+            next_id: 0,
+            next_sweep: Instant::now() + SWEEP_EVERY,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    pub fn get(&self, key: usize) -> Option<&EvConn<TcpStream>> {
+        self.conns.get(key)
+    }
+
+    pub fn get_mut(&mut self, key: usize) -> Option<&mut EvConn<TcpStream>> {
+        self.conns.get_mut(key)
+    }
+
+    /// Every key, for a pass over all connections (a stop).
+    pub fn keys(&self) -> Vec<usize> {
+        self.conns.iter().map(|(k, _)| k).collect()
+    }
+
+    /// Records a readiness event: readable (or closed, which must be read to its end).
+    pub fn on_event(&mut self, key: usize, readable: bool, closed: bool) {
+        if let Some(c) = self.conns.get_mut(key) {
+            c.readable |= readable || closed;
+            c.peer_closed |= closed;
+        }
+    }
+
+    /// Registers an accepted connection under a fresh key.
+    fn insert(
+        &mut self,
+        registry: &Registry,
+        mut stream: TcpStream,
+        conn: Conn,
+    ) -> io::Result<usize> {
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        // Both interests at once and edge-triggered: no epoll_ctl is needed later when a
+        // write blocks.
+        registry.register(
+            &mut stream,
+            Token(key),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        self.next_id += 1;
+        entry.insert(EvConn::new(stream, conn, self.next_id));
+        Ok(key)
+    }
+
+    /// Runs connection `key` as far as it goes; arms its timer if it asks for one.
+    pub fn advance(&mut self, key: usize, stopping: bool) -> Action {
+        let Some(c) = self.conns.get_mut(key) else {
+            return Action::Idle;
+        };
+        match c.advance(stopping) {
+            Next::Pending => Action::Idle,
+            Next::Timer(due) => {
+                self.timers.push(Reverse((due, key, c.id)));
+                Action::Idle
+            }
+            Next::Close => Action::Close,
+            Next::Forward => Action::Forward,
+        }
+    }
+
+    /// Deregisters and forgets connection `key`.
+    pub fn close(&mut self, key: usize, registry: &Registry) {
+        if self.conns.contains(key) {
+            let mut c = self.conns.remove(key);
+            let _ = registry.deregister(&mut c.stream);
+        }
+    }
+
+    /// How long the loop may block: until the next timer or the next deadline sweep.
+    pub fn timeout(&self, now: Instant) -> Duration {
+        self.timers
+            .peek()
+            .map_or(self.next_sweep, |Reverse((due, _, _))| {
+                (*due).min(self.next_sweep)
+            })
+            .saturating_duration_since(now)
+    }
+
+    /// Due timers (a handler's wait ended, a lingering close ran out) and, once a second,
+    /// the deadline sweep (slowloris → 408, idle keep-alive → close). Returns the keys to
+    /// advance and the keys to close. One pass a second over every connection costs less
+    /// than a timer per request.
+    pub fn due(&mut self, now: Instant) -> (Vec<usize>, Vec<usize>) {
+        let (mut advance, mut close) = (Vec::new(), Vec::new());
+        while let Some(&Reverse((due, key, id))) = self.timers.peek() {
+            if due > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some(c) = self.conns.get_mut(key).filter(|c| c.id == id) {
+                if c.on_timer() {
+                    close.push(key);
+                } else {
+                    advance.push(key);
+                }
+            }
+        }
+        if now >= self.next_sweep {
+            for (key, c) in self.conns.iter_mut() {
+                if c.expire_if_due(now) {
+                    advance.push(key);
+                }
+            }
+            self.next_sweep = now + SWEEP_EVERY;
+        }
+        (advance, close)
+    }
+}
+
+/// A loop's listening socket: accepts into a [`ConnTable`] up to `--max-conns`, where it
+/// leaves the poll set so new connections wait in the kernel's queue.
+pub struct Acceptor {
+    listener: Option<TcpListener>,
+    token: Token,
+    paused: bool,
+}
+
+impl Acceptor {
+    pub fn new(
+        listener: std::net::TcpListener,
+        registry: &Registry,
+        token: Token,
+    ) -> io::Result<Self> {
+        listener.set_nonblocking(true)?;
+        let mut listener = TcpListener::from_std(listener);
+        registry.register(&mut listener, token, Interest::READABLE)?;
+        Ok(Acceptor {
+            listener: Some(listener),
+            token,
+            paused: false,
+        })
+    }
+
+    /// Accepts until the queue is empty (edge-triggered: drain it) or the table is full;
+    /// each connection gets a codec from `conn`. On a shared socket the accept may come
+    /// back empty — a sibling won the race for the same wake-up (thundering herd).
+    pub fn accept(
+        &mut self,
+        registry: &Registry,
+        table: &mut ConnTable,
+        conn: fn() -> Conn,
+        arch: &str,
+    ) {
+        loop {
+            let Some(listener) = self.listener.as_ref() else {
+                return;
+            };
+            if table.len() >= cli::max_conns() {
+                self.pause(registry);
+                return;
+            }
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let _ = listener::tune_accepted(&stream);
+                    let _ = table.insert(registry, stream, conn());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) => {
+                    // EMFILE/ENFILE: stop for this round instead of spinning.
+                    eprintln!("{arch}: accept failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn pause(&mut self, registry: &Registry) {
+        if let Some(l) = self.listener.as_mut() {
+            if !self.paused && registry.deregister(l).is_ok() {
+                self.paused = true;
+            }
+        }
+    }
+
+    /// A connection closed: below the limit again, the listener rejoins the poll set (an
+    /// edge is reported at once if connections are queued).
+    pub fn resume(&mut self, registry: &Registry) {
+        if let Some(l) = self.listener.as_mut() {
+            if self.paused && registry.register(l, self.token, Interest::READABLE).is_ok() {
+                self.paused = false;
+            }
+        }
+    }
+
+    /// Stops accepting for good (the socket itself may stay open elsewhere).
+    pub fn stop(&mut self, registry: &Registry) {
+        if let Some(mut l) = self.listener.take() {
+            if !self.paused {
+                let _ = registry.deregister(&mut l);
+            }
+        }
+    }
+}
