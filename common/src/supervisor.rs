@@ -171,6 +171,12 @@ impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
         self.slots.iter().filter_map(|s| s.pid).collect()
     }
 
+    /// `N worker processes (pids a, b)`, for start-up lines (tests read the pids there).
+    pub fn describe(&self) -> String {
+        let pids: Vec<String> = self.pids().iter().map(|p| p.to_string()).collect();
+        format!("{} worker processes (pids {})", pids.len(), pids.join(", "))
+    }
+
     fn spawn(&mut self, index: usize) -> io::Result<libc::pid_t> {
         // SAFETY: getpid/fork have no preconditions; the master is single-threaded, so the
         // child's copy of the address space is consistent.

@@ -88,14 +88,12 @@ fn main() {
         worker(index, addr, backlog, pinned, stack, report)
     })
     .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
-    let pids: Vec<String> = supervisor.pids().iter().map(|p| p.to_string()).collect();
     cli::announce(
         ARCH,
         addr,
         format!(
-            "{} worker processes (pids {}), one SO_REUSEPORT socket and one coroutine scheduler each, {} KiB stacks",
-            pids.len(),
-            pids.join(", "),
+            "{}, one SO_REUSEPORT socket and one coroutine scheduler each, {} KiB stacks",
+            supervisor.describe(),
             stack / 1024
         ),
     );

@@ -78,15 +78,10 @@ fn main() {
         worker(&listener, report)
     })
     .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
-    let pids: Vec<String> = supervisor.pids().iter().map(|p| p.to_string()).collect();
     cli::announce(
         ARCH,
         addr,
-        format!(
-            "{} worker processes (pids {}), one connection each",
-            pids.len(),
-            pids.join(", ")
-        ),
+        format!("{}, one connection each", supervisor.describe()),
     );
     std::process::exit(supervisor.run());
 }

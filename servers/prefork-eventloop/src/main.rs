@@ -110,14 +110,12 @@ fn main() {
         event_loop::run(listener, report)
     })
     .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
-    let pids: Vec<String> = supervisor.pids().iter().map(|p| p.to_string()).collect();
     cli::announce(
         ARCH,
         addr,
         format!(
-            "{} worker processes (pids {}), epoll loop each, {}",
-            pids.len(),
-            pids.join(", "),
+            "{}, epoll loop each, {}",
+            supervisor.describe(),
             if args.reuseport {
                 "one SO_REUSEPORT socket per worker"
             } else {
