@@ -63,6 +63,9 @@ pub struct EvConn<S> {
     linger_until: Option<(Instant, usize)>,
     /// Given up: the peer stopped reading our output and missed its deadline.
     aborted: bool,
+    /// Since when a write has been blocked (set only when one would block, so the common
+    /// path reads no clock).
+    stalled_since: Option<Instant>,
 }
 
 impl<S: Read + Write + AsFd> EvConn<S> {
@@ -79,6 +82,7 @@ impl<S: Read + Write + AsFd> EvConn<S> {
             closing: false,
             linger_until: None,
             aborted: false,
+            stalled_since: None,
         }
     }
 
@@ -108,16 +112,16 @@ impl<S: Read + Write + AsFd> EvConn<S> {
     /// way); call [`EvConn::advance`] next to write it and close. Event loops call this
     /// from a once-a-second sweep rather than arming a timer per request.
     pub fn expire_if_due(&mut self, now: Instant) -> bool {
-        if self.linger_until.is_some() || !self.conn.expired(now) {
+        if let Some(since) = self.stalled_since {
+            // The peer stopped reading: the output stays bounded (nothing more is read or
+            // processed meanwhile), and after the idle timeout the connection is dropped.
+            if now >= since + crate::codec::timeouts().idle {
+                self.aborted = true;
+                return true;
+            }
             return false;
         }
-        if !self.conn.output().is_empty() {
-            // The peer stopped reading: the output stays bounded (nothing more is read or
-            // processed meanwhile), and once the deadline passes the connection is dropped.
-            self.aborted = true;
-            return true;
-        }
-        if self.closing {
+        if self.closing || self.linger_until.is_some() || !self.conn.expired(now) {
             return false;
         }
         self.conn.expire();
@@ -137,8 +141,14 @@ impl<S: Read + Write + AsFd> EvConn<S> {
             // Write first: responses go out as soon as they exist.
             if !self.conn.output().is_empty() {
                 match self.stream.write(self.conn.output()) {
-                    Ok(n) => self.conn.written(n),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Pending,
+                    Ok(n) => {
+                        self.conn.written(n);
+                        self.stalled_since = None;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.stalled_since.get_or_insert_with(Instant::now);
+                        return Next::Pending;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => return Next::Close,
                 }

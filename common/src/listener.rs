@@ -21,6 +21,7 @@ pub struct ListenOptions {
     pub reuse_port: bool,
     pub nonblocking: bool,
     pub accept_timeout: Option<Duration>,
+    pub write_timeout: Option<Duration>,
 }
 
 impl ListenOptions {
@@ -32,6 +33,7 @@ impl ListenOptions {
             reuse_port: false,
             nonblocking: false,
             accept_timeout: None,
+            write_timeout: None,
         }
     }
 
@@ -59,6 +61,14 @@ impl ListenOptions {
         self
     }
 
+    /// SO_SNDTIMEO on the listener, inherited by every accepted socket: a blocking write
+    /// to a client that stopped reading fails after this long instead of holding the
+    /// worker forever.
+    pub fn write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = Some(timeout);
+        self
+    }
+
     /// Creates the socket and binds it, without listening yet.
     pub fn bind_socket(&self) -> io::Result<Socket> {
         let socket = Socket::new(
@@ -73,6 +83,9 @@ impl ListenOptions {
         socket.set_nonblocking(self.nonblocking)?;
         if let Some(timeout) = self.accept_timeout {
             socket.set_read_timeout(Some(timeout))?;
+        }
+        if let Some(timeout) = self.write_timeout {
+            socket.set_write_timeout(Some(timeout))?;
         }
         socket.bind(&self.addr.into())?;
         Ok(socket)

@@ -106,6 +106,8 @@ type Slot = (RawFd, Arc<Published>);
 #[derive(Debug, Default)]
 struct Published {
     parked: AtomicBool,
+    /// The wait is a write: the sweep must shut both directions to end it.
+    writing: AtomicBool,
     /// Milliseconds since [`epoch`] (plus one; 0: no deadline).
     deadline: std::sync::atomic::AtomicU64,
 }
@@ -186,8 +188,14 @@ impl ConnRegistry {
             let deadline = published.deadline.load(SeqCst);
             if deadline != 0 && deadline <= now {
                 published.deadline.store(0, SeqCst);
+                // A blocked read ends with SHUT_RD; a blocked write only with SHUT_WR.
+                let how = if published.writing.load(SeqCst) {
+                    libc::SHUT_RDWR
+                } else {
+                    libc::SHUT_RD
+                };
                 // SAFETY: as in `stop`.
-                unsafe { libc::shutdown(*fd, libc::SHUT_RD) };
+                unsafe { libc::shutdown(*fd, how) };
             }
         }
     }
@@ -218,9 +226,17 @@ impl Registration {
         self.wait(true, None)
     }
 
-    /// Bytes arrived (or the wait ended): no longer parked, no deadline.
+    /// Publishes that the connection is writing and may block until `deadline` (a peer
+    /// that stopped reading): past it, the sweep shuts the socket and the write fails.
+    pub fn writing(&self, deadline: Instant) {
+        self.published.writing.store(true, SeqCst);
+        self.published.deadline.store(millis(deadline), SeqCst);
+    }
+
+    /// Bytes arrived or were written (the wait ended): no longer parked, no deadline.
     pub fn unpark(&self) {
         self.published.parked.store(false, SeqCst);
+        self.published.writing.store(false, SeqCst);
         self.published.deadline.store(0, SeqCst);
     }
 }

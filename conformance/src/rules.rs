@@ -893,3 +893,51 @@ pub fn sigterm_finishes_requests_in_flight(s: &Spec) {
     assert!(status.success(), "exit status {status}");
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
+
+/// A client that pipelines requests and never reads the answers cannot hold the server:
+/// once its output has waited past the idle deadline the connection is dropped, with the
+/// output bounded meanwhile, and the server goes on serving others.
+pub fn a_client_that_never_reads_is_dropped(s: &Spec) {
+    if s.hyper {
+        return; // hyper has no write deadline of its own (noted on the reliability issue)
+    }
+    // ~13 MB of responses: more than the kernel buffers of both sockets can hold, so
+    // the server's own writes block.
+    const REQUESTS: usize = 100_000;
+    let server = Server::start(s, &["--idle-timeout", "1", "--header-timeout", "1"]);
+    let mut c = server.connect();
+    let small: libc::c_int = 4096;
+    // SAFETY: setsockopt on our own socket with a valid int; keeps the client's window
+    // small so the server's writes block soon.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(c.stream()),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    let mut writer = c.stream().try_clone().unwrap();
+    let pipelined = GET.repeat(REQUESTS);
+    let sender = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = writer.write_all(&pipelined);
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    let (answer, closed) = c.read_to_close(Duration::from_secs(8));
+    let answered = String::from_utf8_lossy(&answer)
+        .matches("HTTP/1.1 200 OK")
+        .count();
+    assert!(
+        closed,
+        "the connection is still open after {answered} responses"
+    );
+    assert!(
+        answered < REQUESTS,
+        "all {answered} responses were buffered for a non-reader"
+    );
+    drop(c);
+    let _ = sender.join();
+    assert_still_serves(&server);
+}

@@ -44,6 +44,7 @@ macro_rules! suite {
                 client_vanishing_mid_request_is_harmless,
                 malformed_corpus_is_refused,
                 slow_head_gets_408_after_header_timeout,
+                a_client_that_never_reads_is_dropped,
                 idle_keep_alive_closes_after_idle_timeout,
                 two_workers_both_serve,
                 sigterm_exits_zero_leaving_no_process,

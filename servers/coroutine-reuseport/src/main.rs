@@ -197,7 +197,7 @@ fn serve(mut stream: TcpStream, entry: Registration) {
     loop {
         match conn.process() {
             Progress::Read => {
-                if write_out(&mut stream, &mut conn).is_err() {
+                if write_out(&mut stream, &mut conn, &entry).is_err() {
                     return;
                 }
                 // Publish the wait: a stop ends it between requests, the sweep past its
@@ -227,7 +227,7 @@ fn serve(mut stream: TcpStream, entry: Registration) {
                 }
             }
             Progress::Wait(wait) => {
-                if write_out(&mut stream, &mut conn).is_err() {
+                if write_out(&mut stream, &mut conn, &entry).is_err() {
                     return;
                 }
                 // Parks only this coroutine; the others keep running.
@@ -235,7 +235,7 @@ fn serve(mut stream: TcpStream, entry: Registration) {
             }
             // Forward never happens on a Conn::new() connection; closing is the safe answer.
             Progress::Close | Progress::Forward => {
-                let _ = write_out(&mut stream, &mut conn);
+                let _ = write_out(&mut stream, &mut conn, &entry);
                 let _ = stream.shutdown(Shutdown::Write);
                 if conn.should_linger() {
                     drain(&mut stream);
@@ -246,11 +246,16 @@ fn serve(mut stream: TcpStream, entry: Registration) {
     }
 }
 
-fn write_out(stream: &mut TcpStream, conn: &mut Conn) -> io::Result<()> {
+/// Writes everything produced; a peer that stops reading is cut off at the idle deadline
+/// (published for the sweep: see ConnRegistry).
+fn write_out(stream: &mut TcpStream, conn: &mut Conn, entry: &Registration) -> io::Result<()> {
     let out = conn.output();
     if !out.is_empty() {
         let n = out.len();
-        stream.write_all(out)?;
+        entry.writing(Instant::now() + common::codec::timeouts().idle);
+        let written = stream.write_all(out);
+        entry.unpark();
+        written?;
         conn.written(n);
     }
     Ok(())

@@ -70,6 +70,7 @@ fn main() {
     let listener = ListenOptions::new(config.addr)
         .backlog(config.backlog)
         .accept_timeout(WAKE_EVERY)
+        .write_timeout(common::codec::timeouts().idle)
         .bind()
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr)));
     let addr = listener.local_addr().unwrap_or(config.addr);
