@@ -941,3 +941,77 @@ pub fn a_client_that_never_reads_is_dropped(s: &Spec) {
     let _ = sender.join();
     assert_still_serves(&server);
 }
+
+/// SIGTERM under continuous keep-alive load: every connection either gets complete
+/// responses or is closed between requests — at most its last request (sent as the close
+/// raced it, never read by the server) goes unanswered, and never half a response.
+pub fn sigterm_under_load_drops_no_accepted_request(s: &Spec) {
+    const CLIENTS: usize = 6;
+    // A one-connection-per-worker server gets a worker per client, as for the load tests.
+    let workers = if s.one_conn_per_worker {
+        CLIENTS + 2
+    } else {
+        2
+    }
+    .to_string();
+    let mut server = Server::start(s, &["--workers", &workers]);
+    let addr = server.addr;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(8)))
+                    .unwrap();
+                let (mut answered, mut unanswered, mut partial) = (0u32, 0u32, 0u32);
+                let mut buf = [0u8; 4096];
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) || answered == 0 {
+                    if stream.write_all(GET).is_err() {
+                        break;
+                    }
+                    let mut got = Vec::new();
+                    let complete = loop {
+                        match stream.read(&mut buf) {
+                            Ok(0) | Err(_) => break false,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                        if got.ends_with(HELLO.as_bytes()) {
+                            break true;
+                        }
+                    };
+                    if complete {
+                        answered += 1;
+                    } else {
+                        if got.is_empty() {
+                            unanswered += 1;
+                        } else {
+                            partial += 1;
+                        }
+                        break;
+                    }
+                }
+                (answered, unanswered, partial)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signals the server's main process.
+    unsafe { libc::kill(server.pid(), libc::SIGTERM) };
+    let (status, _) = server
+        .signal_and_wait(0, Duration::from_secs(6))
+        .expect("server did not exit under load");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for t in threads {
+        let (answered, unanswered, partial) = t.join().unwrap();
+        assert!(answered > 0, "a client got nothing before the stop");
+        assert_eq!(partial, 0, "half a response after SIGTERM");
+        assert!(
+            unanswered <= 1,
+            "{unanswered} requests lost on one connection"
+        );
+    }
+    assert!(status.success(), "exit status {status}");
+}

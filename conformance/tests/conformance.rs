@@ -49,6 +49,7 @@ macro_rules! suite {
                 two_workers_both_serve,
                 sigterm_exits_zero_leaving_no_process,
                 sigterm_finishes_requests_in_flight,
+                sigterm_under_load_drops_no_accepted_request,
                 bad_flag_is_one_line_and_nonzero,
                 busy_port_is_one_line_and_nonzero,
                 sum_returns_a_plausible_total,
