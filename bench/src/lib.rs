@@ -7,6 +7,8 @@
 //!
 //! # Layout
 //! - [`variants`] — the one list of servers (and their modes) and workloads it knows.
+//! - [`attack`] — `--attack slowloris`: slowhttptest against each server while a probe
+//!   checks a normal client is still served.
 //! - [`client`] — `ab` and `wrk` command lines and parsers of their output.
 //! - [`procfs`] — CPU time, context switches and peak memory of a process tree, from /proc.
 //! - [`server`] — starting a server binary pinned to its CPUs, validating its answer,
@@ -16,6 +18,7 @@
 //! - [`report`] — the verdict rule, the markdown table, results.json/csv and SVG charts.
 //! - `main.rs` — the command line and the matrix loop.
 
+pub mod attack;
 pub mod client;
 pub mod idle;
 pub mod procfs;

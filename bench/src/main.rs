@@ -84,6 +84,13 @@ struct Args {
     /// variant, check every one is still answered, and report memory per connection.
     #[arg(long)]
     idle_conns: Option<usize>,
+    /// Instead of the load matrix: an attack on each variant (slowloris: slowhttptest -H)
+    /// while a probe checks that normal clients are still served.
+    #[arg(long, value_parser = ["slowloris"])]
+    attack: Option<String>,
+    /// Slow connections for --attack.
+    #[arg(long, default_value_t = 256)]
+    attack_conns: usize,
 }
 
 /// Everything fixed for the whole matrix.
@@ -198,6 +205,26 @@ fn main() {
             .map_or(String::new(), |w| format!(", {}s warm-up", w.as_secs())),
     );
 
+    if args.attack.is_some() {
+        if which("slowhttptest").is_none() {
+            fail("--attack needs slowhttptest (scripts/bench installs it)");
+        }
+        let seconds = if args.quick { 6 } else { 15 };
+        println!(
+            "{}",
+            bench::attack::slowloris(
+                &plan.bin_dir,
+                &variants,
+                plan.workers,
+                &plan.server_cpus,
+                &plan.client_cpus,
+                &args.db,
+                args.attack_conns,
+                seconds,
+            )
+        );
+        return;
+    }
     if let Some(n) = args.idle_conns {
         common::cli::raise_fd_limit();
         println!(

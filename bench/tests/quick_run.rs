@@ -103,3 +103,34 @@ fn idle_mode_holds_connections_and_reports_memory() {
     );
     assert!(stdout.contains("one connection per worker"), "{stdout}");
 }
+
+#[test]
+fn slowloris_attack_leaves_an_event_loop_serving() {
+    let server = conformance::binary("prefork-eventloop");
+    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--attack", "slowloris", "--quick", "--attack-conns", "64"])
+        .args(["--variants", "prefork-eventloop"])
+        .arg("--bin-dir")
+        .arg(server.parent().unwrap())
+        .arg("--db")
+        .arg(conformance::test_db())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("| prefork-eventloop |"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    // "N of N": every probe answered while 64 slow connections were open.
+    let probes: Vec<&str> = cells[5].split(" of ").collect();
+    assert!(
+        probes.len() == 2 && probes[0] == probes[1] && probes[0] != "0",
+        "{row}"
+    );
+}

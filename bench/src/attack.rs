@@ -1,0 +1,158 @@
+//! `bench --attack slowloris`: slow clients against each server, and whether a normal client
+//! is still served meanwhile.
+//!
+//! `slowhttptest -H` (Slowloris) opens many connections and sends a request head a few
+//! bytes at a time, never finishing it. A server that gives a whole worker to each
+//! connection starves until its header timeout frees them; an event-driven server holds the
+//! slow connections at little cost and keeps answering. While the attack runs, a probe
+//! makes a fresh request every 250 ms and counts how many are answered within 2 s.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::server::{self, Running};
+use crate::variants::Variant;
+
+/// One probe: a fresh connection, `GET /`, the answer within 2 s. Its latency if answered.
+fn probe(addr: std::net::SocketAddr) -> Option<Duration> {
+    let started = Instant::now();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    got.ends_with(b"hello, world!").then(|| started.elapsed())
+}
+
+/// slowhttptest's last verdict ("service available: YES/NO"), colours stripped.
+fn verdict(output: &str) -> String {
+    let plain: String = {
+        let mut out = String::new();
+        let mut chars = output.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                // skip an ANSI escape: ESC [ ... letter
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    plain
+        .lines()
+        .rev()
+        .find_map(|l| l.split("service available:").nth(1))
+        .map_or_else(|| "?".into(), |v| v.trim().to_string())
+}
+
+/// Runs the attack on every variant; returns the markdown table.
+#[allow(clippy::too_many_arguments)]
+pub fn slowloris(
+    bin_dir: &Path,
+    variants: &[Variant],
+    workers: usize,
+    server_cpus: &[usize],
+    client_cpus: &[usize],
+    db: &Path,
+    connections: usize,
+    seconds: u64,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| variant | model | workers | slow connections | probes answered | slowest probe ms | slowhttptest: service available |\n|---|---|---:|---:|---:|---:|---|"
+    );
+    for v in variants {
+        let extra = ["--db".to_string(), db.display().to_string()];
+        let server = match Running::start(bin_dir, v, workers, server_cpus, &extra) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {workers} | FAILED: {e} | | | |",
+                    v.name, v.model
+                );
+                continue;
+            }
+        };
+        let url = format!("http://{}/", server.addr);
+        let mut cmd = Command::new("slowhttptest");
+        cmd.args(["-H", "-i", "2", "-p", "2"])
+            .args([
+                "-c",
+                &connections.to_string(),
+                "-r",
+                &connections.to_string(),
+            ])
+            .args(["-l", &seconds.to_string(), "-u", &url])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut attacker = match server::spawn_pinned(cmd, client_cpus) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {workers} | cannot run slowhttptest: {e} | | | |",
+                    v.name, v.model
+                );
+                continue;
+            }
+        };
+        let stdout = attacker.stdout.take();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut o) = stdout {
+                let _ = o.read_to_string(&mut text);
+            }
+            text
+        });
+        // Let the slow connections pile up, then probe until the attack ends.
+        std::thread::sleep(Duration::from_secs(2));
+        let until = Instant::now() + Duration::from_secs(seconds.saturating_sub(3).max(1));
+        let (mut ok, mut total, mut slowest) = (0, 0, Duration::ZERO);
+        while Instant::now() < until {
+            total += 1;
+            match probe(server.addr) {
+                Some(latency) => {
+                    ok += 1;
+                    slowest = slowest.max(latency);
+                }
+                None => slowest = slowest.max(Duration::from_secs(2)),
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let _ = server::wait_pinned(&mut attacker, Duration::from_secs(seconds + 15));
+        let said = verdict(&reader.join().unwrap_or_default());
+        let _ = server.stop();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {workers} | {connections} | {ok} of {total} | {} | {said} |",
+            v.name,
+            v.model,
+            slowest.as_millis()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn verdict_is_the_last_one_without_colours() {
+        let out = "\u{1b}[1;32mservice available:\u{1b}[1;32m   \u{1b}[1;32mYES\u{1b}[0m\n\
+                   later\n\u{1b}[1;32mservice available:\u{1b}[1;32m   \u{1b}[1;31mNO\u{1b}[0m\n";
+        assert_eq!(super::verdict(out), "NO");
+        assert_eq!(super::verdict("nothing"), "?");
+    }
+}
