@@ -59,6 +59,7 @@ macro_rules! suite {
                 sleep_rejects_bad_ms_with_400,
                 framework_stack_serves_the_same_bodies,
                 killed_worker_is_restarted,
+                killed_worker_under_load_spares_the_others,
                 master_killed_leaves_no_worker_behind,
                 max_conns_leaves_new_connections_queued,
                 worker_dying_mid_request_answers_502,
