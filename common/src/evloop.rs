@@ -177,7 +177,13 @@ pub struct Acceptor {
     listener: Option<TcpListener>,
     token: Token,
     paused: bool,
+    /// After an accept error (EMFILE…): when to try again. Edge-triggered readiness will
+    /// not report the connections still queued, so the loop must come back by itself.
+    retry_at: Option<Instant>,
 }
+
+/// How long an accept error (EMFILE/ENFILE) pauses accepting.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 impl Acceptor {
     pub fn new(
@@ -192,6 +198,7 @@ impl Acceptor {
             listener: Some(listener),
             token,
             paused: false,
+            retry_at: None,
         })
     }
 
@@ -205,6 +212,10 @@ impl Acceptor {
         conn: fn() -> Conn,
         arch: &str,
     ) {
+        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+            return; // backing off
+        }
+        self.retry_at = None;
         loop {
             let Some(listener) = self.listener.as_ref() else {
                 return;
@@ -225,12 +236,24 @@ impl Acceptor {
                         io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
                     ) => {}
                 Err(e) => {
-                    // EMFILE/ENFILE: stop for this round instead of spinning.
-                    eprintln!("{arch}: accept failed: {e}");
+                    // EMFILE/ENFILE: back off instead of spinning, and come back on a
+                    // timer (see `retry_in`): queued connections raise no new edge.
+                    eprintln!("{arch}: accept failed: {e}; backing off");
+                    self.retry_at = Some(Instant::now() + ACCEPT_BACKOFF);
                     return;
                 }
             }
         }
+    }
+
+    /// How long until a backed-off accept should be retried (for the poll timeout).
+    pub fn retry_in(&self, now: Instant) -> Option<Duration> {
+        self.retry_at.map(|t| t.saturating_duration_since(now))
+    }
+
+    /// True when a backed-off accept is due: call [`Acceptor::accept`].
+    pub fn retry_due(&self, now: Instant) -> bool {
+        self.retry_at.is_some_and(|t| now >= t)
     }
 
     fn pause(&mut self, registry: &Registry) {

@@ -153,8 +153,34 @@ impl Server {
     /// Like [`Server::start`], but a server that exits or stays silent is an `Err` with
     /// what it printed.
     pub fn try_start(spec: &Spec, extra: &[&str]) -> Result<Server, String> {
+        Server::try_start_limited(spec, extra, None)
+    }
+
+    /// Like [`Server::try_start`], with the open-file limit (soft and hard) set to
+    /// `max_files` for the server, so that it runs out of descriptors on purpose.
+    pub fn try_start_limited(
+        spec: &Spec,
+        extra: &[&str],
+        max_files: Option<u64>,
+    ) -> Result<Server, String> {
         use std::os::unix::process::CommandExt;
-        let mut child = Command::new(binary(spec.binary))
+        let mut cmd = Command::new(binary(spec.binary));
+        if let Some(limit) = max_files {
+            // SAFETY: only setrlimit, async-signal-safe, runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let rl = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd
             .args(["--bind", "127.0.0.1", "--port", "0"])
             .arg("--db")
             .arg(test_db())
@@ -263,6 +289,28 @@ impl Server {
             std::thread::sleep(Duration::from_millis(10));
         }
         None
+    }
+
+    /// CPU seconds (user + system) used so far by every process of the server's group.
+    pub fn cpu_seconds(&self) -> f64 {
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let mut total = 0.0;
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+                continue;
+            };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // After the name: state(0) ppid(1) pgrp(2) … utime(11) stime(12).
+            if f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(self.pid()) {
+                let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+                total += (t(11) + t(12)) / ticks;
+            }
+        }
+        total
     }
 
     /// True while any process of the server's process group exists.

@@ -1123,3 +1123,46 @@ pub fn killed_worker_under_load_spares_the_others(s: &Spec) {
     }
     assert_still_serves(&server);
 }
+
+/// Out of file descriptors (EMFILE): the server logs, backs off instead of spinning on the
+/// listener, does not crash, and serves again once descriptors are free.
+pub fn accept_errors_back_off(s: &Spec) {
+    if s.one_conn_per_worker {
+        return; // one connection per worker never runs out of descriptors
+    }
+    let server = Server::try_start_limited(s, &["--workers", "1"], Some(64))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // More connections than descriptors: the kernel queues them, accept fails.
+    let flood: Vec<_> = (0..120)
+        .filter_map(|_| std::net::TcpStream::connect(server.addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = server.cpu_seconds();
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = server.cpu_seconds() - before;
+    assert!(
+        spent < 0.5,
+        "{spent:.2} CPU-seconds in 1 s at EMFILE: spinning"
+    );
+    let log = server.stderr_lines().join("\n");
+    assert!(
+        log.contains("accept failed"),
+        "no log line for EMFILE: {log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+    drop(flood);
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    loop {
+        let mut c = server.connect();
+        c.send(GET);
+        let (answer, _) = c.read_to_close(Duration::from_millis(500));
+        if answer.ends_with(HELLO.as_bytes()) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "not serving after EMFILE"
+        );
+    }
+}

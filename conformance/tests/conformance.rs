@@ -62,6 +62,7 @@ macro_rules! suite {
                 killed_worker_under_load_spares_the_others,
                 master_killed_leaves_no_worker_behind,
                 max_conns_leaves_new_connections_queued,
+                accept_errors_back_off,
                 worker_dying_mid_request_answers_502,
                 listening_sockets_match_the_model,
                 ab_without_keep_alive,

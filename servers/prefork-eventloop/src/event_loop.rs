@@ -76,7 +76,12 @@ impl EventLoop {
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         while !(self.stopping && self.conns.is_empty()) {
-            let timeout = self.conns.timeout(Instant::now());
+            let now = Instant::now();
+            let timeout = self.conns.timeout(now);
+            let timeout = self
+                .acceptor
+                .retry_in(now)
+                .map_or(timeout, |r| r.min(timeout));
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -100,6 +105,9 @@ impl EventLoop {
                 }
             }
             self.on_timers();
+            if self.acceptor.retry_due(Instant::now()) {
+                self.on_accept();
+            }
         }
         Ok(())
     }

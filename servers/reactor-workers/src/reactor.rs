@@ -146,7 +146,12 @@ impl Reactor {
         common::stats::forget_current_thread();
         let mut events = Events::with_capacity(1024);
         while !(self.stopping && self.clients.is_empty()) {
-            let timeout = self.clients.timeout(Instant::now());
+            let now = Instant::now();
+            let timeout = self.clients.timeout(now);
+            let timeout = self
+                .acceptor
+                .retry_in(now)
+                .map_or(timeout, |r| r.min(timeout));
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -170,6 +175,9 @@ impl Reactor {
                 }
             }
             self.on_timers();
+            if self.acceptor.retry_due(Instant::now()) {
+                self.on_accept();
+            }
         }
         Ok(())
     }
