@@ -8,6 +8,10 @@
 //! by its chunked framing and the connection closed afterwards; identical repeated
 //! Content-Length fields are merged; hyper's own error responses (parse errors) carry only
 //! `date` and `content-length`, and a version other than 1.0/1.1 is a 400.
+//!
+//! Timeouts: hyper's own `header_read_timeout` (a close without 408, idle connections
+//! included), and [`WriteDeadline`] around the socket, since hyper has no write timeout and
+//! a client that stops reading must not hold its connection forever.
 
 use std::convert::Infallible;
 
@@ -38,6 +42,7 @@ pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>) {
         .keep_alive(true)
         .timer(TokioTimer::new())
         .header_read_timeout(common::codec::timeouts().header);
+    let stream = WriteDeadline::new(stream, common::codec::timeouts().idle);
     let conn = builder.serve_connection(TokioIo::new(stream), service_fn(handle));
     let mut conn = std::pin::pin!(conn);
     let stopped = tokio::select! {
@@ -152,4 +157,97 @@ fn reject(status: u16, why: &str) -> HyperResponse {
     resp.headers_mut()
         .insert(CONNECTION, HeaderValue::from_static("close"));
     resp
+}
+
+/// A stream whose writes fail once they have been blocked for `limit`: hyper has no write
+/// timeout, and a client that stops reading must not hold its connection forever.
+struct WriteDeadline {
+    inner: TcpStream,
+    limit: std::time::Duration,
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl WriteDeadline {
+    fn new(inner: TcpStream, limit: std::time::Duration) -> Self {
+        WriteDeadline {
+            inner,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// Turns a pending write into a timeout error once the deadline has passed.
+    fn check<T>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        poll: std::task::Poll<std::io::Result<T>>,
+    ) -> std::task::Poll<std::io::Result<T>> {
+        use std::future::Future;
+        match poll {
+            std::task::Poll::Ready(r) => {
+                self.stalled = None;
+                std::task::Poll::Ready(r)
+            }
+            std::task::Poll::Pending => {
+                let limit = self.limit;
+                let timer = self
+                    .stalled
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                if timer.as_mut().poll(cx).is_ready() {
+                    let err =
+                        std::io::Error::new(std::io::ErrorKind::TimedOut, "peer stopped reading");
+                    return std::task::Poll::Ready(Err(err));
+                }
+                std::task::Poll::Pending
+            }
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for WriteDeadline {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for WriteDeadline {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let poll = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.check(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let poll = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.check(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
