@@ -1,36 +1,23 @@
-//! `bench --quick` against one real server, checked through its results.json.
+//! `bench` end to end against real servers: `--quick` checked through its results.json,
+//! `--idle-conns` and `--attack slowloris` through their tables.
 
 use std::process::Command;
 
 #[test]
 fn quick_run_on_one_variant_writes_figures() {
-    let server = conformance::binary("prefork-eventloop");
-    let bin_dir = server.parent().unwrap();
     let out = std::env::temp_dir().join(format!("archzoo-bench-{}", std::process::id()));
-    let status = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args([
-            "--quick",
-            "--variants",
-            "prefork-eventloop",
-            "--keepalive",
-            "on",
-            "-c",
-            "8",
-        ])
-        .arg("--bin-dir")
-        .arg(bin_dir)
-        .arg("--db")
-        .arg(conformance::test_db())
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        status.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    let out_arg = out.display().to_string();
+    let stdout = bench(&[
+        "--quick",
+        "--variants",
+        "prefork-eventloop",
+        "--keepalive",
+        "on",
+        "-c",
+        "8",
+        "--out",
+        &out_arg,
+    ]);
     assert!(stdout.contains("| prefork-eventloop |"), "{stdout}");
     let dir = std::fs::read_dir(&out)
         .unwrap()
@@ -71,32 +58,44 @@ fn quick_run_on_one_variant_writes_figures() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-#[test]
-fn idle_mode_holds_connections_and_reports_memory() {
+/// Runs `bench` against the debug server binaries and the test database; returns stdout
+/// after checking the exit status.
+fn bench(args: &[&str]) -> String {
     let server = conformance::binary("prefork-eventloop");
     let out = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args([
-            "--idle-conns",
-            "300",
-            "--variants",
-            "prefork-eventloop,prefork-blocking",
-        ])
+        .args(args)
         .arg("--bin-dir")
         .arg(server.parent().unwrap())
         .arg("--db")
         .arg(conformance::test_db())
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let row = stdout
+    stdout
+}
+
+/// The table row of `variant` in `stdout`.
+fn row<'a>(stdout: &'a str, variant: &str) -> &'a str {
+    stdout
         .lines()
-        .find(|l| l.starts_with("| prefork-eventloop |"))
-        .unwrap_or_else(|| panic!("{stdout}"));
+        .find(|l| l.starts_with(&format!("| {variant} |")))
+        .unwrap_or_else(|| panic!("{stdout}"))
+}
+
+#[test]
+fn idle_mode_holds_connections_and_reports_memory() {
+    let stdout = bench(&[
+        "--idle-conns",
+        "300",
+        "--variants",
+        "prefork-eventloop,prefork-blocking",
+    ]);
+    let row = row(&stdout, "prefork-eventloop");
     assert!(
         row.contains("| 300 |") && row.contains("300 of 300"),
         "{row}"
@@ -106,26 +105,16 @@ fn idle_mode_holds_connections_and_reports_memory() {
 
 #[test]
 fn slowloris_attack_leaves_an_event_loop_serving() {
-    let server = conformance::binary("prefork-eventloop");
-    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(["--attack", "slowloris", "--quick", "--attack-conns", "64"])
-        .args(["--variants", "prefork-eventloop"])
-        .arg("--bin-dir")
-        .arg(server.parent().unwrap())
-        .arg("--db")
-        .arg(conformance::test_db())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let row = stdout
-        .lines()
-        .find(|l| l.starts_with("| prefork-eventloop |"))
-        .unwrap_or_else(|| panic!("{stdout}"));
+    let stdout = bench(&[
+        "--attack",
+        "slowloris",
+        "--quick",
+        "--attack-conns",
+        "64",
+        "--variants",
+        "prefork-eventloop",
+    ]);
+    let row = row(&stdout, "prefork-eventloop");
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     // "N of N": every probe answered while 64 slow connections were open.
     let probes: Vec<&str> = cells[5].split(" of ").collect();

@@ -256,6 +256,25 @@ impl Server {
             .collect()
     }
 
+    /// Waits until the supervisor has logged `count` worker restarts; panics after `within`.
+    pub fn await_restarts(&self, count: usize, within: Duration) {
+        let started = Instant::now();
+        let restarts = || {
+            self.stderr_lines()
+                .iter()
+                .filter(|l| l.contains("restarted as pid"))
+                .count()
+        };
+        while restarts() < count {
+            assert!(
+                started.elapsed() < within,
+                "{count} restart(s) not logged within {within:?}: {:?}",
+                self.stderr_lines()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Everything the server printed on stderr so far.
     pub fn stderr_lines(&self) -> Vec<String> {
         self.stderr.lock().unwrap().clone()

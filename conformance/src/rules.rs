@@ -584,19 +584,7 @@ pub fn killed_worker_is_restarted(s: &Spec) {
     assert_eq!(pids.len(), 2, "{:?}", server.stderr_lines());
     // SAFETY: kill has no memory-safety preconditions; the pid is the server's worker.
     unsafe { libc::kill(pids[0], libc::SIGKILL) };
-    let started = std::time::Instant::now();
-    while !server
-        .stderr_lines()
-        .iter()
-        .any(|l| l.contains("restarted as pid"))
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "no restart: {:?}",
-            server.stderr_lines()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    server.await_restarts(1, Duration::from_secs(3));
     // Whichever worker (or socket) a connection lands on, it is served.
     for _ in 0..20 {
         assert_still_serves(&server);
@@ -734,21 +722,7 @@ pub fn worker_dying_mid_request_answers_502(s: &Spec) {
         started.elapsed()
     );
     // The client connection survived the crash; once both workers are back, they serve it.
-    let restarted = std::time::Instant::now();
-    while server
-        .stderr_lines()
-        .iter()
-        .filter(|l| l.contains("restarted as pid"))
-        .count()
-        < 2
-    {
-        assert!(
-            restarted.elapsed() < Duration::from_secs(3),
-            "{:?}",
-            server.stderr_lines()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    server.await_restarts(2, Duration::from_secs(3));
     assert_hello(&c.get("/"));
 }
 
@@ -1085,20 +1059,9 @@ pub fn killed_worker_under_load_spares_the_others(s: &Spec) {
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     let victim = server.worker_pids()[0];
-    let killed = std::time::Instant::now();
     // SAFETY: kill has no memory-safety preconditions; the pid is the server's worker.
     unsafe { libc::kill(victim, libc::SIGKILL) };
-    while !server
-        .stderr_lines()
-        .iter()
-        .any(|l| l.contains("restarted as pid"))
-    {
-        assert!(
-            killed.elapsed() < Duration::from_secs(1),
-            "no restart within 1 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    server.await_restarts(1, Duration::from_secs(1));
     std::thread::sleep(Duration::from_millis(700));
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     // With SO_REUSEPORT a reconnect can also land in the dying worker's own accept queue
