@@ -156,22 +156,22 @@ impl Server {
         Server::try_start_limited(spec, extra, None)
     }
 
-    /// Like [`Server::try_start`], with the open-file limit (soft and hard) set to
-    /// `max_files` for the server, so that it runs out of descriptors on purpose.
+    /// Like [`Server::try_start`], with the open-file limit set to `(soft, hard)` for the
+    /// server (to run it out of descriptors on purpose, or to see it raise its soft limit).
     pub fn try_start_limited(
         spec: &Spec,
         extra: &[&str],
-        max_files: Option<u64>,
+        max_files: Option<(u64, u64)>,
     ) -> Result<Server, String> {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(binary(spec.binary));
-        if let Some(limit) = max_files {
+        if let Some((soft, hard)) = max_files {
             // SAFETY: only setrlimit, async-signal-safe, runs between fork and exec.
             unsafe {
                 cmd.pre_exec(move || {
                     let rl = libc::rlimit {
-                        rlim_cur: limit,
-                        rlim_max: limit,
+                        rlim_cur: soft,
+                        rlim_max: hard,
                     };
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
                         return Err(std::io::Error::last_os_error());

@@ -63,6 +63,7 @@ macro_rules! suite {
                 master_killed_leaves_no_worker_behind,
                 max_conns_leaves_new_connections_queued,
                 accept_errors_back_off,
+                open_file_limit_is_raised,
                 worker_dying_mid_request_answers_502,
                 listening_sockets_match_the_model,
                 ab_without_keep_alive,
