@@ -19,12 +19,22 @@ pub const MAX_BYTES: usize = 4 << 20;
 /// Lingering close for a blocking socket (the connection is closed when dropped).
 pub fn blocking(mut stream: TcpStream) {
     let _ = stream.shutdown(Shutdown::Write);
+    drain(&mut stream, TcpStream::set_read_timeout);
+}
+
+/// Reads and discards until end-of-file, [`TIMEOUT`] or [`MAX_BYTES`], for any stream
+/// whose reads block with a settable timeout (std sockets, `may` coroutine sockets). The
+/// scratch buffer stays small: it lives on the caller's stack, a coroutine's included.
+pub fn drain<S: Read>(
+    stream: &mut S,
+    set_read_timeout: impl Fn(&S, Option<Duration>) -> std::io::Result<()>,
+) {
     let deadline = Instant::now() + TIMEOUT;
-    let mut scratch = [0u8; 4096];
+    let mut scratch = [0u8; 2048];
     let mut drained = 0;
     while drained < MAX_BYTES {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+        if left.is_zero() || set_read_timeout(stream, Some(left)).is_err() {
             return;
         }
         match stream.read(&mut scratch) {

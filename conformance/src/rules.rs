@@ -486,6 +486,18 @@ pub fn busy_port_is_one_line_and_nonzero(s: &Spec) {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// `--workers` for a test with `clients` concurrent connections: two workers, or, for a
+/// one-connection-per-worker server, a worker per client (plus two spare), as for the
+/// load tests.
+fn workers_for(s: &Spec, clients: usize) -> String {
+    if s.one_conn_per_worker {
+        clients + 2
+    } else {
+        2
+    }
+    .to_string()
+}
+
 /// Flags for a load test with `conns` client connections: a one-connection-per-worker
 /// server gets a worker for each (plus two spare).
 fn load_flags(s: &Spec, conns: usize) -> Vec<String> {
@@ -918,13 +930,7 @@ pub fn a_client_that_never_reads_is_dropped(s: &Spec) {
 /// raced it, never read by the server) goes unanswered, and never half a response.
 pub fn sigterm_under_load_drops_no_accepted_request(s: &Spec) {
     const CLIENTS: usize = 6;
-    // A one-connection-per-worker server gets a worker per client, as for the load tests.
-    let workers = if s.one_conn_per_worker {
-        CLIENTS + 2
-    } else {
-        2
-    }
-    .to_string();
+    let workers = workers_for(s, CLIENTS);
     let mut server = Server::start(s, &["--workers", &workers]);
     let addr = server.addr;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -995,12 +1001,7 @@ pub fn killed_worker_under_load_spares_the_others(s: &Spec) {
         return;
     }
     const CLIENTS: usize = 8;
-    let workers = if s.one_conn_per_worker {
-        CLIENTS + 2
-    } else {
-        2
-    }
-    .to_string();
+    let workers = workers_for(s, CLIENTS);
     let server = Server::start(s, &["--workers", &workers]);
     let addr = server.addr;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -238,7 +238,8 @@ fn serve(mut stream: TcpStream, entry: Registration) {
                 let _ = write_out(&mut stream, &mut conn, &entry);
                 let _ = stream.shutdown(Shutdown::Write);
                 if conn.should_linger() {
-                    drain(&mut stream);
+                    // may's read timeouts park only this coroutine.
+                    linger::drain(&mut stream, TcpStream::set_read_timeout);
                 }
                 return;
             }
@@ -259,21 +260,4 @@ fn write_out(stream: &mut TcpStream, conn: &mut Conn, entry: &Registration) -> i
         conn.written(n);
     }
     Ok(())
-}
-
-/// Lingering close after an error (see `common::linger`), with coroutine-aware timeouts.
-fn drain(stream: &mut TcpStream) {
-    let deadline = Instant::now() + linger::TIMEOUT;
-    let mut scratch = [0u8; 2048];
-    let mut drained = 0;
-    while drained < linger::MAX_BYTES {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return;
-        }
-        match stream.read(&mut scratch) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => drained += n,
-        }
-    }
 }
