@@ -177,13 +177,49 @@ pub struct Acceptor {
     listener: Option<TcpListener>,
     token: Token,
     paused: bool,
-    /// After an accept error (EMFILE…): when to try again. Edge-triggered readiness will
-    /// not report the connections still queued, so the loop must come back by itself.
-    retry_at: Option<Instant>,
+    backoff: Backoff,
 }
 
 /// How long an accept error (EMFILE/ENFILE) pauses accepting.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The retry timer of an edge-triggered listener after an accept error (EMFILE/ENFILE).
+///
+/// The connections still queued raise no new edge, so a loop that only waits for
+/// readiness would never accept them: it must come back by itself. Every listener an
+/// epoll loop accepts from needs one (client sockets, and the reactor's Unix socket for
+/// worker links — losing that edge once left a restarted worker unconnected for good).
+#[derive(Debug, Default)]
+pub struct Backoff {
+    retry_at: Option<Instant>,
+}
+
+impl Backoff {
+    /// True while backing off: do not accept yet.
+    pub fn waiting(&self, now: Instant) -> bool {
+        self.retry_at.is_some_and(|t| now < t)
+    }
+
+    /// An accept failed: try again after [`ACCEPT_BACKOFF`].
+    pub fn failed(&mut self, now: Instant) {
+        self.retry_at = Some(now + ACCEPT_BACKOFF);
+    }
+
+    /// Accepting again (called when the retry is taken).
+    pub fn clear(&mut self) {
+        self.retry_at = None;
+    }
+
+    /// How long until the retry is due (for the poll timeout); `None` when not backing off.
+    pub fn retry_in(&self, now: Instant) -> Option<Duration> {
+        self.retry_at.map(|t| t.saturating_duration_since(now))
+    }
+
+    /// True when a retry is due: call the accept again.
+    pub fn due(&self, now: Instant) -> bool {
+        self.retry_at.is_some_and(|t| now >= t)
+    }
+}
 
 impl Acceptor {
     pub fn new(
@@ -198,7 +234,7 @@ impl Acceptor {
             listener: Some(listener),
             token,
             paused: false,
-            retry_at: None,
+            backoff: Backoff::default(),
         })
     }
 
@@ -212,10 +248,10 @@ impl Acceptor {
         conn: fn() -> Conn,
         arch: &str,
     ) {
-        if self.retry_at.is_some_and(|t| Instant::now() < t) {
-            return; // backing off
+        if self.backoff.waiting(Instant::now()) {
+            return;
         }
-        self.retry_at = None;
+        self.backoff.clear();
         loop {
             let Some(listener) = self.listener.as_ref() else {
                 return;
@@ -239,7 +275,7 @@ impl Acceptor {
                     // EMFILE/ENFILE: back off instead of spinning, and come back on a
                     // timer (see `retry_in`): queued connections raise no new edge.
                     eprintln!("{arch}: accept failed: {e}; backing off");
-                    self.retry_at = Some(Instant::now() + ACCEPT_BACKOFF);
+                    self.backoff.failed(Instant::now());
                     return;
                 }
             }
@@ -248,12 +284,12 @@ impl Acceptor {
 
     /// How long until a backed-off accept should be retried (for the poll timeout).
     pub fn retry_in(&self, now: Instant) -> Option<Duration> {
-        self.retry_at.map(|t| t.saturating_duration_since(now))
+        self.backoff.retry_in(now)
     }
 
     /// True when a backed-off accept is due: call [`Acceptor::accept`].
     pub fn retry_due(&self, now: Instant) -> bool {
-        self.retry_at.is_some_and(|t| now >= t)
+        self.backoff.due(now)
     }
 
     fn pause(&mut self, registry: &Registry) {

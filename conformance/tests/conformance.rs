@@ -116,3 +116,4 @@ suite! {
     };
     work_stealing_hyper => Spec { hyper: true, ..Spec::shared("work-stealing", &["--codec", "hyper"]) };
 }
+

@@ -17,11 +17,11 @@ use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use common::codec::Conn;
-use common::evloop::{Acceptor, Action, ConnTable};
+use common::evloop::{Acceptor, Action, Backoff, ConnTable};
 use common::response::Response;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
@@ -89,6 +89,8 @@ pub struct Reactor {
     poll: Poll,
     acceptor: Acceptor,
     unix: Option<UnixListener>,
+    /// Accept errors on `unix` (EMFILE under a connection flood) retry on a timer.
+    unix_backoff: Backoff,
     peers: Vec<(mpsc::Sender<LinkHandoff>, Arc<Waker>)>,
     inbox: mpsc::Receiver<LinkHandoff>,
     greeting: Slab<(UnixStream, Vec<u8>)>,
@@ -127,6 +129,7 @@ impl Reactor {
             poll: setup.poll,
             acceptor,
             unix,
+            unix_backoff: Backoff::default(),
             peers: setup.peers,
             inbox: setup.inbox,
             greeting: Slab::new(),
@@ -148,10 +151,10 @@ impl Reactor {
         while !(self.stopping && self.clients.is_empty()) {
             let now = Instant::now();
             let timeout = self.clients.timeout(now);
-            let timeout = self
-                .acceptor
-                .retry_in(now)
-                .map_or(timeout, |r| r.min(timeout));
+            let timeout = [self.acceptor.retry_in(now), self.unix_backoff.retry_in(now)]
+                .into_iter()
+                .flatten()
+                .fold(timeout, Duration::min);
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -175,8 +178,12 @@ impl Reactor {
                 }
             }
             self.on_timers();
-            if self.acceptor.retry_due(Instant::now()) {
+            let now = Instant::now();
+            if self.acceptor.retry_due(now) {
                 self.on_accept();
+            }
+            if self.unix_backoff.due(now) {
+                self.on_worker_connect();
             }
         }
         Ok(())
@@ -193,9 +200,28 @@ impl Reactor {
 
     /// Reactor 0: a worker connected; wait for its hello to learn whose link it is.
     fn on_worker_connect(&mut self) {
+        if self.unix_backoff.waiting(Instant::now()) {
+            return;
+        }
+        self.unix_backoff.clear();
         loop {
-            let Some(Ok((mut stream, _))) = self.unix.as_ref().map(UnixListener::accept) else {
+            let Some(accepted) = self.unix.as_ref().map(UnixListener::accept) else {
                 return;
+            };
+            let mut stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE while clients hold every descriptor: the worker's connection
+                    // stays queued and raises no new edge, so come back on a timer.
+                    eprintln!(
+                        "{}: worker link accept failed: {e}; backing off",
+                        crate::ARCH
+                    );
+                    self.unix_backoff.failed(Instant::now());
+                    return;
+                }
             };
             let entry = self.greeting.vacant_entry();
             let slot = entry.key();
