@@ -445,7 +445,7 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
     let (code, client_cpu) = server::wait_pinned(&mut child, limit);
     let wall = started.elapsed().as_secs_f64();
     let after = server_pids.map(procfs::usage);
-    let syscalls = perf.and_then(stop_perf);
+    let (syscalls, submissions) = perf.map_or((None, None), stop_perf);
     let text = reader.join().unwrap_or_default();
     let outcome = match load.client {
         Client::Ab => client::parse_ab(&text),
@@ -465,6 +465,7 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
         voluntary_switches_per_req: spent.and_then(|s| per_req(s.voluntary_switches as f64)),
         involuntary_switches_per_req: spent.and_then(|s| per_req(s.involuntary_switches as f64)),
         syscalls_per_req: syscalls.and_then(|n| per_req(n as f64)),
+        uring_submissions_per_req: submissions.and_then(|n| per_req(n as f64)),
         verdict: report::verdict(server_cpu_pct, client_cpu_pct),
         server_cpu_pct,
         client_cpu_pct,
@@ -474,18 +475,36 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
     })
 }
 
-/// `perf stat` counting the server's system calls until it is interrupted.
+/// The io_uring tracepoint, when this kernel and perf have it: io_uring servers submit
+/// work without a system call per operation, so their syscall count alone flatters them.
+const URING_SUBMIT: &str = "io_uring:io_uring_submit_req";
+
+/// Whether `perf stat` can count [`URING_SUBMIT`] here (an unknown event fails the
+/// whole `perf stat`, so it is probed once rather than risked on every run).
+fn uring_event_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        Command::new("perf")
+            .args(["stat", "-x,", "-e", URING_SUBMIT, "--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// `perf stat` counting the server's system calls (and io_uring submissions, where
+/// countable) until it is interrupted.
 fn start_perf(pids: &[i32]) -> Option<std::process::Child> {
     let list: Vec<String> = pids.iter().map(i32::to_string).collect();
+    let mut events = String::from("raw_syscalls:sys_enter");
+    if uring_event_available() {
+        events.push(',');
+        events.push_str(URING_SUBMIT);
+    }
     Command::new("perf")
-        .args([
-            "stat",
-            "-x,",
-            "-e",
-            "raw_syscalls:sys_enter",
-            "-p",
-            &list.join(","),
-        ])
+        .args(["stat", "-x,", "-e", &events, "-p", &list.join(",")])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -493,14 +512,20 @@ fn start_perf(pids: &[i32]) -> Option<std::process::Child> {
         .ok()
 }
 
-fn stop_perf(perf: std::process::Child) -> Option<u64> {
+/// System calls and io_uring submissions counted (each `None` if not counted).
+fn stop_perf(perf: std::process::Child) -> (Option<u64>, Option<u64>) {
     // SAFETY: signals our own child.
     unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
-    let out = perf.wait_with_output().ok()?;
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .find(|l| l.contains("raw_syscalls:sys_enter"))
-        .and_then(|l| l.split(',').next()?.trim().parse().ok())
+    let Ok(out) = perf.wait_with_output() else {
+        return (None, None);
+    };
+    let text = String::from_utf8_lossy(&out.stderr);
+    let count = |event: &str| {
+        text.lines()
+            .find(|l| l.contains(event))
+            .and_then(|l| l.split(',').next()?.trim().parse().ok())
+    };
+    (count("raw_syscalls:sys_enter"), count(URING_SUBMIT))
 }
 
 fn which(tool: &str) -> Option<PathBuf> {

@@ -55,6 +55,9 @@ pub struct Run {
     pub voluntary_switches_per_req: Option<f64>,
     pub involuntary_switches_per_req: Option<f64>,
     pub syscalls_per_req: Option<f64>,
+    /// io_uring submissions per request (`--syscalls`, where perf can count them): work
+    /// handed to the kernel without a system call of its own.
+    pub uring_submissions_per_req: Option<f64>,
     pub verdict: Verdict,
     pub command: String,
 }
@@ -133,10 +136,18 @@ pub fn markdown(cells: &[Cell]) -> String {
     let syscalls = cells
         .iter()
         .any(|c| c.runs.iter().any(|r| r.syscalls_per_req.is_some()));
+    // io_uring submissions next to it when some server made any (thread-per-core).
+    let submissions = cells.iter().any(|c| {
+        c.runs
+            .iter()
+            .any(|r| r.uring_submissions_per_req.is_some_and(|n| n > 0.0))
+    });
     out.push_str("| variant | model | stack | workers | workload | keep-alive | c | req/s (min–max) | × fastest | CPU µs/req |");
     out.push_str(if syscalls { " syscalls/req |" } else { "" });
+    out.push_str(if submissions { " io_uring subs/req |" } else { "" });
     out.push_str(" p99 ms | verdict | imbalance |\n|---|---|---|---:|---|---|---:|---:|---:|---:|");
     out.push_str(if syscalls { "---:|" } else { "" });
+    out.push_str(if submissions { "---:|" } else { "" });
     out.push_str("---:|---|---:|\n");
     for cell in cells {
         let ka = if cell.keep_alive { "on" } else { "off" };
@@ -150,11 +161,7 @@ pub fn markdown(cells: &[Cell]) -> String {
         );
         let Some(run) = cell.median() else {
             let why = cell.failure.as_deref().unwrap_or("no run");
-            let pad = if syscalls {
-                " | | | | | | |"
-            } else {
-                " | | | | | |"
-            };
+            let pad = " |".repeat(6 + usize::from(syscalls) + usize::from(submissions));
             let _ = writeln!(out, "{head} FAILED: {why}{pad}");
             continue;
         };
@@ -173,11 +180,13 @@ pub fn markdown(cells: &[Cell]) -> String {
         if run.verdict == Verdict::ClientBound {
             verdict.push_str(" (lower bound)");
         }
-        let sys = if syscalls {
-            format!(" {} |", opt(run.syscalls_per_req, 2))
-        } else {
-            String::new()
-        };
+        let mut sys = String::new();
+        if syscalls {
+            let _ = write!(sys, " {} |", opt(run.syscalls_per_req, 2));
+        }
+        if submissions {
+            let _ = write!(sys, " {} |", opt(run.uring_submissions_per_req, 2));
+        }
         let _ = writeln!(
             out,
             "{head} {:.0} ({:.0}–{:.0}) | {ratio:.2} | {} |{sys} {} | {verdict} | {} |",
@@ -246,6 +255,7 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
         "voluntary_switches_per_req",
         "involuntary_switches_per_req",
         "syscalls_per_req",
+        "uring_submissions_per_req",
         "peak_rss_kib",
         "imbalance",
         "verdict",
@@ -286,6 +296,7 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
                 num(run.and_then(|r| r.voluntary_switches_per_req)),
                 num(run.and_then(|r| r.involuntary_switches_per_req)),
                 num(run.and_then(|r| r.syscalls_per_req)),
+                num(run.and_then(|r| r.uring_submissions_per_req)),
                 cell.peak_rss_kib.map_or(String::new(), |v| v.to_string()),
                 num(cell.imbalance()),
                 run.map_or(String::new(), |r| r.verdict.label().to_string()),

@@ -65,6 +65,12 @@ pub const VARIANTS: &[Variant] = &[
         "Glommio / Seastar",
     ),
     variant(
+        "thread-per-core/readiness",
+        "thread-per-core",
+        &["--receive", "readiness"],
+        "stock glommio receive",
+    ),
+    variant(
         "reactor-workers",
         "reactor-workers",
         &[],

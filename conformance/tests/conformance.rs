@@ -45,6 +45,7 @@ macro_rules! suite {
                 malformed_corpus_is_refused,
                 slow_head_gets_408_after_header_timeout,
                 a_client_that_never_reads_is_dropped,
+                stalled_readers_do_not_starve_others,
                 idle_keep_alive_closes_after_idle_timeout,
                 two_workers_both_serve,
                 sigterm_exits_zero_leaving_no_process,
@@ -93,6 +94,10 @@ suite! {
         ..Spec::shared("coroutine-reuseport", &[])
     };
     thread_per_core => Spec { reuseport: true, ..Spec::shared("thread-per-core", &[]) };
+    thread_per_core_readiness => Spec {
+        reuseport: true,
+        ..Spec::shared("thread-per-core", &["--receive", "readiness"])
+    };
     reactor_workers => Spec {
         processes: true,
         ipc: true,
@@ -117,3 +122,22 @@ suite! {
     work_stealing_hyper => Spec { hyper: true, ..Spec::shared("work-stealing", &["--codec", "hyper"]) };
 }
 
+/// The suite's thread-per-core rows must exercise the receive they are named for: on a
+/// kernel without buffer rings the server would quietly fall back to readiness polls, and
+/// both rows would test the same path.
+#[test]
+fn thread_per_core_rows_use_the_receive_they_name() {
+    use conformance::Server;
+    for (args, expected) in [
+        (&[][..], "io_uring with multishot receive"),
+        (&["--receive", "readiness"][..], "io_uring with readiness-poll receive,"),
+    ] {
+        let spec = Spec::shared("thread-per-core", args);
+        let server = Server::start(&spec, &[]);
+        let lines = server.stderr_lines();
+        assert!(
+            lines.iter().any(|l| l.contains(expected)),
+            "start-up line lacks {expected:?}: {lines:?}"
+        );
+    }
+}
