@@ -144,7 +144,11 @@ pub fn markdown(cells: &[Cell]) -> String {
     });
     out.push_str("| variant | model | stack | workers | workload | keep-alive | c | req/s (min–max) | × fastest | CPU µs/req |");
     out.push_str(if syscalls { " syscalls/req |" } else { "" });
-    out.push_str(if submissions { " io_uring subs/req |" } else { "" });
+    out.push_str(if submissions {
+        " io_uring subs/req |"
+    } else {
+        ""
+    });
     out.push_str(" p99 ms | verdict | imbalance |\n|---|---|---|---:|---|---|---:|---:|---:|---:|");
     out.push_str(if syscalls { "---:|" } else { "" });
     out.push_str(if submissions { "---:|" } else { "" });

@@ -1,16 +1,27 @@
-//! The parts of an epoll (mio) event loop that every loop of archzoo shares: the table of
-//! client connections with their timers and deadline sweep ([`ConnTable`]), and the
-//! listening socket with its accept loop and `--max-conns` pause ([`Acceptor`]). What a
-//! loop does with a complete request — answer it ([`crate::codec::Conn::new`]) or forward
-//! it to a worker — stays in the server.
+//! The epoll (mio) event loop that every loop of archzoo shares: the table of client
+//! connections with their timers and deadline sweep ([`ConnTable`]), the listening socket
+//! with its accept loop, `--max-conns` pause and EMFILE back-off ([`Acceptor`]), and the
+//! loop itself ([`EventLoop::run`]: poll, stop, dispatch, timers, accept retry) over a
+//! [`Core`] of those. What a loop does with a complete request — answer it
+//! ([`crate::codec::Conn::new`]) or forward it to a worker — and any sockets of its own
+//! (a stop pipe, worker links) stay in the server, behind the [`EventLoop`] callbacks.
+//!
+//! ```text
+//!   poll ─► listener readable ─► accept  (until EAGAIN, --max-conns or EMFILE → back off)
+//!        ├► connection event  ─► advance: read → answer/forward → write │ timer │ close
+//!        ├► host token        ─► EventLoop::on_host_event (stop pipe, worker links, …)
+//!        ├► timers, sweep     ─► advance / close  (delayed replies, 408, idle close)
+//!        └► stop requested    ─► begin_stop: stop accepting, close idle connections
+//! ```
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::time::{Duration, Instant};
 
+use mio::event::Event;
 use mio::net::{TcpListener, TcpStream};
-use mio::{Interest, Registry, Token};
+use mio::{Events, Interest, Poll, Registry, Token};
 use slab::Slab;
 
 use crate::codec::Conn;
@@ -19,6 +30,173 @@ use crate::{cli, listener};
 
 /// How often connection deadlines are checked.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// The listener's token in every loop.
+pub const LISTENER: Token = Token(usize::MAX - 1);
+/// Tokens from here up (except [`LISTENER`]) belong to the host ([`EventLoop::on_host_event`]);
+/// below are client connections (their [`ConnTable`] keys).
+pub const HOST_TOKENS: usize = usize::MAX / 4;
+
+/// What every loop owns: its poller, its listener, its connections, and whether it stops.
+pub struct Core {
+    pub poll: Poll,
+    pub acceptor: Acceptor,
+    pub conns: ConnTable,
+    /// A stop was requested: no more accepting; the loop ends once `conns` is empty.
+    pub stopping: bool,
+    /// The codec each accepted connection gets (answering or forwarding).
+    conn: fn() -> Conn,
+    /// For log lines.
+    arch: &'static str,
+}
+
+impl Core {
+    /// A poller with `listener` registered under [`LISTENER`].
+    pub fn new(
+        listener: std::net::TcpListener,
+        conn: fn() -> Conn,
+        arch: &'static str,
+    ) -> io::Result<Self> {
+        Core::with_poll(Poll::new()?, listener, conn, arch)
+    }
+
+    /// The same over a poller made earlier (whose registry others needed first, e.g. for
+    /// a `mio::Waker`).
+    pub fn with_poll(
+        poll: Poll,
+        listener: std::net::TcpListener,
+        conn: fn() -> Conn,
+        arch: &'static str,
+    ) -> io::Result<Self> {
+        let acceptor = Acceptor::new(listener, poll.registry(), LISTENER)?;
+        Ok(Core {
+            poll,
+            acceptor,
+            conns: ConnTable::new(),
+            stopping: false,
+            conn,
+            arch,
+        })
+    }
+}
+
+/// A server's epoll loop: the shared run loop and connection handling as provided
+/// methods, over the server's [`Core`] and its callbacks.
+pub trait EventLoop {
+    fn core(&mut self) -> &mut Core;
+
+    /// Whether the process was asked to stop (checked after every poll).
+    fn stop_requested(&self) -> bool;
+
+    /// An event on one of the host's own tokens (≥ [`HOST_TOKENS`]).
+    fn on_host_event(&mut self, event: &Event);
+
+    /// A connection holds a complete request to forward ([`Action::Forward`]). Loops whose
+    /// connections answer themselves never see one; closing is the safe answer.
+    fn on_forward(&mut self, key: usize) {
+        self.close(key);
+    }
+
+    /// When the host's own timer is due (for the poll timeout).
+    fn host_timer(&self, _now: Instant) -> Option<Duration> {
+        None
+    }
+
+    /// After every poll: run the host's due timers.
+    fn on_host_timer(&mut self, _now: Instant) {}
+
+    /// Runs until a stop was requested and every connection has finished.
+    fn run(&mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let now = Instant::now();
+            let host_timer = self.host_timer(now);
+            let core = self.core();
+            if core.stopping && core.conns.is_empty() {
+                return Ok(());
+            }
+            let timeout = [core.acceptor.retry_in(now), host_timer]
+                .into_iter()
+                .flatten()
+                .fold(core.conns.timeout(now), Duration::min);
+            match core.poll.poll(&mut events, Some(timeout)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            if self.stop_requested() && !self.core().stopping {
+                self.begin_stop();
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    Token(t) if t >= HOST_TOKENS => self.on_host_event(event),
+                    Token(key) => {
+                        let closed = event.is_read_closed() || event.is_error();
+                        self.core().conns.on_event(key, event.is_readable(), closed);
+                        self.advance(key);
+                    }
+                }
+            }
+            self.on_timers();
+            let now = Instant::now();
+            if self.core().acceptor.retry_due(now) {
+                self.accept();
+            }
+            self.on_host_timer(now);
+        }
+    }
+
+    /// Accepts until the queue is empty. On a shared socket this loop may lose every
+    /// race to a sibling woken by the same connection: that is the thundering herd.
+    fn accept(&mut self) {
+        let core = self.core();
+        core.acceptor
+            .accept(core.poll.registry(), &mut core.conns, core.conn, core.arch);
+    }
+
+    /// Drives connection `key` as far as it goes and carries out what it asks for.
+    fn advance(&mut self, key: usize) {
+        let core = self.core();
+        match core.conns.advance(key, core.stopping) {
+            Action::Idle => {}
+            Action::Forward => self.on_forward(key),
+            Action::Close => self.close(key),
+        }
+    }
+
+    /// Closes connection `key`; below `--max-conns` again, accepting resumes.
+    fn close(&mut self, key: usize) {
+        let core = self.core();
+        core.conns.close(key, core.poll.registry());
+        if !core.stopping {
+            core.acceptor.resume(core.poll.registry());
+        }
+    }
+
+    /// Due timers (a handler's wait ended, a lingering close ran out) and the deadline
+    /// sweep (slowloris → 408, idle keep-alive → close).
+    fn on_timers(&mut self) {
+        let (advance, close) = self.core().conns.due(Instant::now());
+        for key in close {
+            self.close(key);
+        }
+        for key in advance {
+            self.advance(key);
+        }
+    }
+
+    /// Stop accepting (the socket may stay open in siblings and the master) and close every
+    /// idle connection; busy ones close when their request is answered.
+    fn begin_stop(&mut self) {
+        let core = self.core();
+        core.stopping = true;
+        core.acceptor.stop(core.poll.registry());
+        for key in core.conns.keys() {
+            self.advance(key);
+        }
+    }
+}
 
 /// What the loop must do for a connection after it ran.
 #[derive(Debug, PartialEq, Eq)]

@@ -130,7 +130,10 @@ fn thread_per_core_rows_use_the_receive_they_name() {
     use conformance::Server;
     for (args, expected) in [
         (&[][..], "io_uring with multishot receive"),
-        (&["--receive", "readiness"][..], "io_uring with readiness-poll receive,"),
+        (
+            &["--receive", "readiness"][..],
+            "io_uring with readiness-poll receive,",
+        ),
     ] {
         let spec = Spec::shared("thread-per-core", args);
         let server = Server::start(&spec, &[]);

@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use common::codec::Conn;
-use common::evloop::{Acceptor, Action, Backoff, ConnTable};
+use common::evloop::{Backoff, Core, EventLoop};
 use common::response::Response;
+use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
-use mio::{Events, Interest, Poll, Registry, Token, Waker};
+use mio::{Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
 
 use crate::ipc;
@@ -41,7 +42,8 @@ pub enum Dispatch {
     Idle,
 }
 
-const LISTENER: Token = Token(usize::MAX - 1);
+// Every host token is ≥ common::evloop::HOST_TOKENS (= usize::MAX / 4); the listener's
+// is common::evloop::LISTENER (usize::MAX − 1).
 const WAKE: Token = Token(usize::MAX - 2);
 const UNIX: Token = Token(usize::MAX - 3);
 /// Tokens from here up are worker links (index = token − LINKS); below are clients.
@@ -86,20 +88,18 @@ pub struct Setup {
 
 pub struct Reactor {
     id: usize,
-    poll: Poll,
-    acceptor: Acceptor,
+    /// Poller, client listener, client connections (forwarding codecs), stopping flag.
+    core: Core,
     unix: Option<UnixListener>,
     /// Accept errors on `unix` (EMFILE under a connection flood) retry on a timer.
     unix_backoff: Backoff,
     peers: Vec<(mpsc::Sender<LinkHandoff>, Arc<Waker>)>,
     inbox: mpsc::Receiver<LinkHandoff>,
     greeting: Slab<(UnixStream, Vec<u8>)>,
-    clients: ConnTable,
     links: Vec<Link>,
     dispatch: Dispatch,
     next_worker: usize,
     stop_flag: Arc<AtomicBool>,
-    stopping: bool,
     busy: Arc<Vec<AtomicUsize>>,
 }
 
@@ -111,13 +111,12 @@ fn token(key: usize, id: u64) -> u64 {
 
 impl Reactor {
     pub fn new(setup: Setup) -> io::Result<Self> {
-        let acceptor = Acceptor::new(setup.listener, setup.poll.registry(), LISTENER)?;
+        let core = Core::with_poll(setup.poll, setup.listener, Conn::forwarding, crate::ARCH)?;
         let unix = match setup.unix {
             Some(u) => {
                 u.set_nonblocking(true)?;
                 let mut u = UnixListener::from_std(u);
-                setup
-                    .poll
+                core.poll
                     .registry()
                     .register(&mut u, UNIX, Interest::READABLE)?;
                 Some(u)
@@ -126,19 +125,16 @@ impl Reactor {
         };
         Ok(Reactor {
             id: setup.id,
-            poll: setup.poll,
-            acceptor,
+            core,
             unix,
             unix_backoff: Backoff::default(),
             peers: setup.peers,
             inbox: setup.inbox,
             greeting: Slab::new(),
-            clients: ConnTable::new(),
             links: (0..setup.workers).map(|_| Link::default()).collect(),
             dispatch: setup.dispatch,
             next_worker: 0,
             stop_flag: setup.stopping,
-            stopping: false,
             busy: setup.busy,
         })
     }
@@ -147,55 +143,7 @@ impl Reactor {
     pub fn run(&mut self) -> io::Result<()> {
         // Requests are counted by the workers; a reactor is not a worker in --stats.
         common::stats::forget_current_thread();
-        let mut events = Events::with_capacity(1024);
-        while !(self.stopping && self.clients.is_empty()) {
-            let now = Instant::now();
-            let timeout = self.clients.timeout(now);
-            let timeout = [self.acceptor.retry_in(now), self.unix_backoff.retry_in(now)]
-                .into_iter()
-                .flatten()
-                .fold(timeout, Duration::min);
-            match self.poll.poll(&mut events, Some(timeout)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-            if self.stop_flag.load(Ordering::SeqCst) && !self.stopping {
-                self.begin_stop();
-            }
-            for event in events.iter() {
-                match event.token() {
-                    LISTENER => self.on_accept(),
-                    UNIX => self.on_worker_connect(),
-                    WAKE => self.on_handoff(),
-                    Token(t) if t >= LINKS => self.on_link_event(t - LINKS),
-                    Token(t) if t >= GREETING => self.on_greeting(t - GREETING),
-                    Token(key) => {
-                        let closed = event.is_read_closed() || event.is_error();
-                        self.clients.on_event(key, event.is_readable(), closed);
-                        self.advance(key);
-                    }
-                }
-            }
-            self.on_timers();
-            let now = Instant::now();
-            if self.acceptor.retry_due(now) {
-                self.on_accept();
-            }
-            if self.unix_backoff.due(now) {
-                self.on_worker_connect();
-            }
-        }
-        Ok(())
-    }
-
-    fn on_accept(&mut self) {
-        self.acceptor.accept(
-            self.poll.registry(),
-            &mut self.clients,
-            Conn::forwarding,
-            crate::ARCH,
-        );
+        EventLoop::run(self)
     }
 
     /// Reactor 0: a worker connected; wait for its hello to learn whose link it is.
@@ -226,6 +174,7 @@ impl Reactor {
             let entry = self.greeting.vacant_entry();
             let slot = entry.key();
             if self
+                .core
                 .poll
                 .registry()
                 .register(&mut stream, Token(GREETING + slot), Interest::READABLE)
@@ -265,7 +214,7 @@ impl Reactor {
             _ => Err(()),
         };
         let (mut stream, _) = self.greeting.remove(slot);
-        let _ = self.poll.registry().deregister(&mut stream);
+        let _ = self.core.poll.registry().deregister(&mut stream);
         let Ok((worker, reactor)) = hello else {
             return;
         };
@@ -302,7 +251,7 @@ impl Reactor {
         let mut stream = UnixStream::from_std(stream);
         let interest = Interest::READABLE | Interest::WRITABLE;
         if register(
-            self.poll.registry(),
+            self.core.poll.registry(),
             &mut stream,
             Token(LINKS + worker),
             interest,
@@ -379,7 +328,7 @@ impl Reactor {
     fn on_link_lost(&mut self, worker: usize) {
         let link = &mut self.links[worker];
         if let Some(mut stream) = link.stream.take() {
-            let _ = self.poll.registry().deregister(&mut stream);
+            let _ = self.core.poll.registry().deregister(&mut stream);
         }
         link.inbuf.clear();
         let mut lost: Vec<u64> = link.sent.drain().collect();
@@ -400,7 +349,7 @@ impl Reactor {
 
     fn deliver(&mut self, t: u64, response: Response) {
         let key = (t >> 32) as usize;
-        match self.clients.get_mut(key) {
+        match self.core.conns.get_mut(key) {
             Some(c) if token(key, c.id) == t && c.is_awaiting() => c.deliver(response),
             _ => return, // the client left meanwhile
         }
@@ -446,7 +395,7 @@ impl Reactor {
         match self.dispatch {
             Dispatch::FdModulo => {
                 use std::os::fd::AsRawFd;
-                let fd = self.clients.get(key).map_or(0, |c| c.stream.as_raw_fd());
+                let fd = self.core.conns.get(key).map_or(0, |c| c.stream.as_raw_fd());
                 fd as usize % n
             }
             Dispatch::RoundRobin => {
@@ -468,7 +417,7 @@ impl Reactor {
 
     fn forward(&mut self, key: usize) {
         let worker = self.choose(key);
-        let Some(c) = self.clients.get(key) else {
+        let Some(c) = self.core.conns.get(key) else {
             return;
         };
         let t = token(key, c.id);
@@ -478,39 +427,39 @@ impl Reactor {
         self.busy[worker].fetch_add(1, Ordering::Relaxed);
         self.flush_link(worker);
     }
+}
 
-    fn advance(&mut self, key: usize) {
-        match self.clients.advance(key, self.stopping) {
-            Action::Idle => {}
-            Action::Forward => self.forward(key),
-            Action::Close => self.close(key),
+impl EventLoop for Reactor {
+    fn core(&mut self) -> &mut Core {
+        &mut self.core
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop_flag.load(Ordering::SeqCst)
+    }
+
+    fn on_host_event(&mut self, event: &Event) {
+        match event.token() {
+            UNIX => self.on_worker_connect(),
+            WAKE => self.on_handoff(),
+            Token(t) if t >= LINKS => self.on_link_event(t - LINKS),
+            Token(t) if t >= GREETING => self.on_greeting(t - GREETING),
+            Token(_) => {}
         }
     }
 
-    /// Due timers and the deadline sweep (slowloris → 408, idle keep-alive → close).
-    fn on_timers(&mut self) {
-        let (advance, close) = self.clients.due(Instant::now());
-        for key in close {
-            self.close(key);
-        }
-        for key in advance {
-            self.advance(key);
-        }
+    fn on_forward(&mut self, key: usize) {
+        self.forward(key);
     }
 
-    fn close(&mut self, key: usize) {
-        self.clients.close(key, self.poll.registry());
-        if !self.stopping {
-            self.acceptor.resume(self.poll.registry());
-        }
+    /// The worker-link listener's EMFILE back-off.
+    fn host_timer(&self, now: Instant) -> Option<Duration> {
+        self.unix_backoff.retry_in(now)
     }
 
-    /// Stop accepting, close idle connections; the others close once answered.
-    fn begin_stop(&mut self) {
-        self.stopping = true;
-        self.acceptor.stop(self.poll.registry());
-        for key in self.clients.keys() {
-            self.advance(key);
+    fn on_host_timer(&mut self, now: Instant) {
+        if self.unix_backoff.due(now) {
+            self.on_worker_connect();
         }
     }
 }
