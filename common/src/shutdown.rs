@@ -233,6 +233,27 @@ impl Registration {
         self.published.deadline.store(millis(deadline), SeqCst);
     }
 
+    /// Writes everything `conn` produced with `write_all` (the runtime's own), published as
+    /// a write under the idle deadline: a peer that stops reading is cut off by the sweep
+    /// rather than holding the task forever. The output is consumed only once written.
+    pub async fn flush(
+        &self,
+        conn: &mut crate::codec::Conn,
+        write_all: impl AsyncFnOnce(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let out = conn.output();
+        if out.is_empty() {
+            return Ok(());
+        }
+        let n = out.len();
+        self.writing(Instant::now() + crate::codec::timeouts().idle);
+        let written = write_all(out).await;
+        self.unpark();
+        written?;
+        conn.written(n);
+        Ok(())
+    }
+
     /// Bytes arrived or were written (the wait ended): no longer parked, no deadline.
     pub fn unpark(&self) {
         self.published.parked.store(false, SeqCst);

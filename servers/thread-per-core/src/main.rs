@@ -278,7 +278,11 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
     loop {
         match conn.process() {
             Progress::Read => {
-                if flush(&mut stream, &mut conn, &entry).await.is_err() {
+                if entry
+                    .flush(&mut conn, async |out| stream.write_all(out).await)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 if !entry.wait(conn.is_idle(), conn.read_deadline()) {
@@ -295,14 +299,20 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
                 }
             }
             Progress::Wait(wait) => {
-                if flush(&mut stream, &mut conn, &entry).await.is_err() {
+                if entry
+                    .flush(&mut conn, async |out| stream.write_all(out).await)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 glommio::timer::sleep(wait).await;
             }
             // Forward never happens on a Conn::new() connection; closing is the safe answer.
             Progress::Close | Progress::Forward => {
-                let _ = flush(&mut stream, &mut conn, &entry).await;
+                let _ = entry
+                    .flush(&mut conn, async |out| stream.write_all(out).await)
+                    .await;
                 let _ = stream.shutdown(Shutdown::Write).await;
                 if conn.should_linger() {
                     drain(&mut stream, &mut rx).await;
@@ -311,21 +321,6 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
             }
         }
     }
-}
-
-/// Writes everything produced; a peer that stops reading is cut off at the idle deadline
-/// (published for the sweep: see ConnRegistry).
-async fn flush(stream: &mut TcpStream, conn: &mut Conn, entry: &Registration) -> io::Result<()> {
-    let out = conn.output();
-    if !out.is_empty() {
-        let n = out.len();
-        entry.writing(std::time::Instant::now() + common::codec::timeouts().idle);
-        let written = stream.write_all(out).await;
-        entry.unpark();
-        written?;
-        conn.written(n);
-    }
-    Ok(())
 }
 
 /// Lingering close after an error (see `common::linger`): each read waits at most

@@ -249,7 +249,11 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Re
     loop {
         match conn.process() {
             Progress::Read => {
-                if flush(&mut stream, &mut conn, &entry).await.is_err() {
+                if entry
+                    .flush(&mut conn, async |out| stream.write_all(out).await)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 entry.wait(false, conn.read_deadline());
@@ -273,14 +277,20 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Re
                 }
             }
             Progress::Wait(wait) => {
-                if flush(&mut stream, &mut conn, &entry).await.is_err() {
+                if entry
+                    .flush(&mut conn, async |out| stream.write_all(out).await)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 tokio::time::sleep(wait).await;
             }
             // Forward never happens on a Conn::new() connection; closing is the safe answer.
             Progress::Close | Progress::Forward => {
-                let _ = flush(&mut stream, &mut conn, &entry).await;
+                let _ = entry
+                    .flush(&mut conn, async |out| stream.write_all(out).await)
+                    .await;
                 let _ = stream.shutdown().await;
                 if conn.should_linger() {
                     drain(&mut stream).await;
@@ -289,21 +299,6 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Re
             }
         }
     }
-}
-
-/// Writes everything produced; a peer that stops reading is cut off at the idle deadline
-/// (published for the sweep: see ConnRegistry).
-async fn flush(stream: &mut TcpStream, conn: &mut Conn, entry: &Registration) -> io::Result<()> {
-    let out = conn.output();
-    if !out.is_empty() {
-        let n = out.len();
-        entry.writing(std::time::Instant::now() + common::codec::timeouts().idle);
-        let written = stream.write_all(out).await;
-        entry.unpark();
-        written?;
-        conn.written(n);
-    }
-    Ok(())
 }
 
 /// Lingering close after an error (see `common::linger`): read and discard, bounded.
