@@ -404,4 +404,95 @@ mod tests {
         assert_eq!(verdict(None, 95.0), Verdict::ClientBound);
         assert_eq!(verdict(Some(89.9), 89.9), Verdict::Neither);
     }
+
+    fn cell(variant: &str, run: Option<(f64, Option<f64>, Option<f64>)>) -> Cell {
+        Cell {
+            variant: variant.into(),
+            model: "m".into(),
+            stack: "raw".into(),
+            workers: 1,
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+            workload: "plaintext".into(),
+            keep_alive: true,
+            connections: 64,
+            client: Client::Wrk,
+            pipeline: None,
+            runs: run
+                .into_iter()
+                .map(|(rps, syscalls, submissions)| Run {
+                    outcome: Outcome {
+                        requests: 1000,
+                        rps,
+                        ..Outcome::default()
+                    },
+                    wall_secs: 1.0,
+                    server_cpu_pct: Some(50.0),
+                    client_cpu_pct: 99.0,
+                    server_cpu_us_per_req: Some(4.0),
+                    voluntary_switches_per_req: None,
+                    involuntary_switches_per_req: None,
+                    syscalls_per_req: syscalls,
+                    uring_submissions_per_req: submissions,
+                    verdict: Verdict::ClientBound,
+                    command: String::new(),
+                })
+                .collect(),
+            failure: run.is_none().then(|| "did not start".into()),
+            peak_rss_kib: None,
+            worker_requests: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The table's rows of `text`: each row's cells, without the outer pipes.
+    fn rows(text: &str) -> Vec<Vec<String>> {
+        text.lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| {
+                l.trim_matches('|')
+                    .split('|')
+                    .map(|c| c.trim().to_string())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn submissions_column_appears_when_a_server_submitted() {
+        let cells = [
+            cell("epoll", Some((200_000.0, Some(2.2), Some(0.0)))),
+            cell("uring", Some((100_000.0, Some(1.05), Some(0.05)))),
+            cell("dead", None),
+        ];
+        let rows = rows(&markdown(&cells));
+        let header = &rows[0];
+        let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let (sys, subs) = (at("syscalls/req"), at("io_uring subs/req"));
+        assert_eq!(subs, sys + 1);
+        // Every row, the failed one included, has as many cells as the header.
+        assert!(rows.iter().all(|r| r.len() == header.len()), "{rows:?}");
+        assert_eq!(
+            (rows[2][sys].as_str(), rows[2][subs].as_str()),
+            ("2.20", "0.00")
+        );
+        assert_eq!(
+            (rows[3][sys].as_str(), rows[3][subs].as_str()),
+            ("1.05", "0.05")
+        );
+        assert_eq!(rows[3][at("× fastest")], "0.50");
+        assert!(rows[4][at("variant")] == "dead" && rows[4].iter().any(|c| c.contains("FAILED")));
+    }
+
+    #[test]
+    fn no_submissions_column_without_io_uring_work() {
+        let cells = [cell("epoll", Some((200_000.0, Some(2.2), Some(0.0))))];
+        let text = markdown(&cells);
+        assert!(
+            text.contains("syscalls/req") && !text.contains("io_uring"),
+            "{text}"
+        );
+        let cells = [cell("epoll", Some((200_000.0, None, None)))];
+        assert!(!markdown(&cells).contains("syscalls/req"));
+    }
 }
