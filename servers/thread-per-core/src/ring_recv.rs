@@ -21,6 +21,8 @@
 //! - **Closing.** An armed receive holds a reference to the socket, so a connection that
 //!   ends with one armed cancels it; its slot (and its buffers) are freed at the last
 //!   completion, never before — the kernel may write into a buffer until then.
+//! - **A full ring.** If the submission queue takes nothing (the kernel is busy), an arm
+//!   falls back to glommio's read for that call and a cancel is queued for a retry.
 //! - **Old kernels.** If the buffer ring cannot be registered or multishot receive is
 //!   refused (`EINVAL`), every connection uses glommio's path, as before.
 //!
@@ -313,13 +315,20 @@ async fn canceller() {
             })
         })
         .await;
+        let mut failed = false;
         for key in keys {
-            submit_cancel(key);
+            failed |= !submit_cancel(key);
+        }
+        if failed {
+            // The ring was full (the cancels were queued again): let the reactor drain it.
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
 }
 
-fn submit_cancel(key: usize) {
+/// Submits a cancel of slot `key`'s receive; if the ring takes none now, queues it for
+/// the canceller to retry (an armed receive must not be left behind: it holds the socket).
+fn submit_cancel(key: usize) -> bool {
     let sqe = RawSqe {
         opcode: IORING_OP_ASYNC_CANCEL,
         fd: -1,
@@ -328,9 +337,18 @@ fn submit_cancel(key: usize) {
         ..RawSqe::default()
     };
     // SAFETY: a cancel points to nothing; user_data 0 means its completion is ignored.
-    if let Err(e) = unsafe { uring_ext::submit(&sqe) } {
-        eprintln!("thread-per-core: cannot submit a receive cancel: {e}");
+    if unsafe { uring_ext::submit(&sqe) }.is_ok() {
+        return true;
     }
+    SHARD.with(|s| {
+        if let Some(shard) = s.borrow_mut().as_mut() {
+            shard.cancels.push(key);
+            if let Some(w) = shard.canceller.take() {
+                w.wake();
+            }
+        }
+    });
+    false
 }
 
 /// A connection's receive side.
@@ -431,9 +449,10 @@ impl RingRecv {
                 // last one (see `Drop`).
                 match unsafe { uring_ext::submit(&sqe) } {
                     Ok(()) => Poll::Pending,
-                    Err(e) => {
+                    Err(_) => {
+                        // The ring takes no submission now: read through glommio this time.
                         self.disarm(key);
-                        Poll::Ready(Err(e))
+                        Pin::new(stream).poll_read(cx, buf)
                     }
                 }
             }
@@ -475,7 +494,7 @@ impl Drop for RingRecv {
             None
         });
         if let Some(key) = cancel {
-            submit_cancel(key);
+            let _ = submit_cancel(key);
         }
     }
 }

@@ -1317,6 +1317,7 @@ impl Reactor {
     /// archzoo patch: see `crate::uring_ext::submit`.
     pub(crate) unsafe fn submit_raw(&self, raw: &crate::uring_ext::RawSqe) -> io::Result<()> {
         let mut ring = self.main_ring.borrow_mut();
+        let mut attempts = 0;
         loop {
             if let Some(mut sqe) = ring.ring.sq().prepare_sqe() {
                 // SAFETY: a free entry of our own ring; the caller vouches for pointers.
@@ -1336,7 +1337,16 @@ impl Reactor {
                 }
                 return Ok(());
             }
-            // The submission queue is full: hand it to the kernel to make room.
+            // The submission queue is full: hand it to the kernel to make room — a few
+            // times at most, since a kernel that is busy (completion queue overflow) takes
+            // none until completions are reaped, which only the reactor does.
+            if attempts == 3 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "io_uring submission queue full",
+                ));
+            }
+            attempts += 1;
             ring.submit_sqes()
                 .or_else(Reactor::busy_ok)
                 .or_else(Reactor::again_ok)
