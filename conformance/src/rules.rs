@@ -880,6 +880,22 @@ pub fn sigterm_finishes_requests_in_flight(s: &Spec) {
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
 
+/// Shrinks a client socket's receive buffer to 4 KiB: the window stays small, so a server
+/// answering a client that does not read soon has its own writes block.
+fn small_receive_window(stream: &std::net::TcpStream) {
+    let small: libc::c_int = 4096;
+    // SAFETY: setsockopt on our own socket with a valid int.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(stream),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
 /// A client that pipelines requests and never reads the answers cannot hold the server:
 /// once its output has waited past the idle deadline the connection is dropped, with the
 /// output bounded meanwhile, and the server goes on serving others.
@@ -889,18 +905,7 @@ pub fn a_client_that_never_reads_is_dropped(s: &Spec) {
     const REQUESTS: usize = 100_000;
     let server = Server::start(s, &["--idle-timeout", "1", "--header-timeout", "1"]);
     let mut c = server.connect();
-    let small: libc::c_int = 4096;
-    // SAFETY: setsockopt on our own socket with a valid int; keeps the client's window
-    // small so the server's writes block soon.
-    unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(c.stream()),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&small as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    small_receive_window(c.stream());
     let mut writer = c.stream().try_clone().unwrap();
     let pipelined = GET.repeat(REQUESTS);
     let sender = std::thread::spawn(move || {
@@ -940,18 +945,7 @@ pub fn stalled_readers_do_not_starve_others(s: &Spec) {
     let stalled: Vec<std::net::TcpStream> = (0..CLIENTS)
         .map(|_| {
             let c = std::net::TcpStream::connect(server.addr).unwrap();
-            let small: libc::c_int = 4096;
-            // SAFETY: setsockopt on our own socket with a valid int: a small window, so
-            // the server's answers back up and its writes block.
-            unsafe {
-                libc::setsockopt(
-                    std::os::fd::AsRawFd::as_raw_fd(&c),
-                    libc::SOL_SOCKET,
-                    libc::SO_RCVBUF,
-                    (&small as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
+            small_receive_window(&c);
             c.set_nonblocking(true).unwrap();
             // As much as the socket takes at once: the rest is never sent.
             let _ = (&c).write(&pipelined);

@@ -276,15 +276,18 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
     let mut conn = Conn::new();
     let mut rx = RingRecv::new(&stream);
     loop {
-        match conn.process() {
+        let progress = conn.process();
+        // What the codec produced goes out first, whatever comes next. A failed write ends
+        // the connection at once, except on the close path, which still shuts down and
+        // lingers as it would have.
+        let flushed = entry
+            .flush(&mut conn, async |out| stream.write_all(out).await)
+            .await;
+        if flushed.is_err() && !matches!(progress, Progress::Close | Progress::Forward) {
+            return;
+        }
+        match progress {
             Progress::Read => {
-                if entry
-                    .flush(&mut conn, async |out| stream.write_all(out).await)
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
                 if !entry.wait(conn.is_idle(), conn.read_deadline()) {
                     return;
                 }
@@ -299,20 +302,10 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
                 }
             }
             Progress::Wait(wait) => {
-                if entry
-                    .flush(&mut conn, async |out| stream.write_all(out).await)
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
                 glommio::timer::sleep(wait).await;
             }
             // Forward never happens on a Conn::new() connection; closing is the safe answer.
             Progress::Close | Progress::Forward => {
-                let _ = entry
-                    .flush(&mut conn, async |out| stream.write_all(out).await)
-                    .await;
                 let _ = stream.shutdown(Shutdown::Write).await;
                 if conn.should_linger() {
                     drain(&mut stream, &mut rx).await;

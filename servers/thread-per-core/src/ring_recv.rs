@@ -47,7 +47,7 @@ const ENTRIES: u16 = 512;
 /// Bytes per buffer: a request head fits in one; larger bodies take several.
 const BUF_SIZE: usize = 4096;
 /// Buffers one connection may hold unread before its receive is paused.
-pub const MAX_QUEUED: usize = 4;
+const MAX_QUEUED: usize = 4;
 /// Below this many free buffers, a paused receive is not re-armed (see "Starvation").
 const LOW_WATER: u16 = ENTRIES / 8;
 /// The buffer group id: each shard registers its own ring on its own io_uring.

@@ -247,15 +247,18 @@ async fn accept_loop(
 async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Registration) {
     let mut conn = Conn::new();
     loop {
-        match conn.process() {
+        let progress = conn.process();
+        // What the codec produced goes out first, whatever comes next. A failed write ends
+        // the connection at once, except on the close path, which still shuts down and
+        // lingers as it would have.
+        let flushed = entry
+            .flush(&mut conn, async |out| stream.write_all(out).await)
+            .await;
+        if flushed.is_err() && !matches!(progress, Progress::Close | Progress::Forward) {
+            return;
+        }
+        match progress {
             Progress::Read => {
-                if entry
-                    .flush(&mut conn, async |out| stream.write_all(out).await)
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
                 entry.wait(false, conn.read_deadline());
                 let read = if conn.is_idle() {
                     // Between requests a stop closes the connection; mid-request it waits.
@@ -277,20 +280,10 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Re
                 }
             }
             Progress::Wait(wait) => {
-                if entry
-                    .flush(&mut conn, async |out| stream.write_all(out).await)
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
                 tokio::time::sleep(wait).await;
             }
             // Forward never happens on a Conn::new() connection; closing is the safe answer.
             Progress::Close | Progress::Forward => {
-                let _ = entry
-                    .flush(&mut conn, async |out| stream.write_all(out).await)
-                    .await;
                 let _ = stream.shutdown().await;
                 if conn.should_linger() {
                     drain(&mut stream).await;
