@@ -14,8 +14,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::server::{self, Running};
-use crate::variants::Variant;
+use crate::server;
+use variants::launch;
+use variants::Variant;
 
 /// One probe: a fresh connection, `GET /`, the answer within 2 s. Its latency if answered.
 fn probe(addr: std::net::SocketAddr) -> Option<Duration> {
@@ -74,7 +75,7 @@ pub fn slowloris(
     );
     for v in variants {
         let extra = ["--db".to_string(), db.display().to_string()];
-        let server = match Running::start(bin_dir, v, workers, server_cpus, &extra) {
+        let server = match server::start(bin_dir, v, workers, server_cpus, &extra) {
             Ok(s) => s,
             Err(e) => {
                 let _ = writeln!(
@@ -98,7 +99,7 @@ pub fn slowloris(
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        let mut attacker = match server::spawn_pinned(cmd, client_cpus) {
+        let mut attacker = match launch::spawn_pinned(cmd, client_cpus) {
             Ok(c) => c,
             Err(e) => {
                 let _ = writeln!(
@@ -132,9 +133,9 @@ pub fn slowloris(
             }
             std::thread::sleep(Duration::from_millis(250));
         }
-        let _ = server::wait_pinned(&mut attacker, Duration::from_secs(seconds + 15));
+        let _ = launch::wait_pinned(&mut attacker, Duration::from_secs(seconds + 15));
         let said = verdict(&reader.join().unwrap_or_default());
-        let _ = server.stop();
+        let _ = server.stop(server::STOP_GRACE);
         let _ = writeln!(
             out,
             "| {} | {} | {workers} | {connections} | {ok} of {total} | {} | {said} |",

@@ -14,6 +14,16 @@ pub enum Client {
     Wrk,
 }
 
+impl Client {
+    /// The command's own name, as a person types it.
+    pub fn command(self) -> &'static str {
+        match self {
+            Client::Ab => "ab",
+            Client::Wrk => "wrk",
+        }
+    }
+}
+
 /// How long or how much one run sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Amount {

@@ -12,8 +12,8 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::server::Running;
-use crate::variants::Variant;
+use crate::server;
+use variants::Variant;
 
 /// Resident memory (VmRSS) summed over `pids`, in KiB.
 fn rss_kib(pids: &[i32]) -> u64 {
@@ -66,7 +66,7 @@ pub fn run(bin_dir: &Path, variants: &[Variant], n: usize, cpus: &[usize], db: &
             continue;
         }
         let extra = ["--db".to_string(), db.display().to_string()];
-        let server = match Running::start(bin_dir, v, 1, cpus, &extra) {
+        let server = match server::start(bin_dir, v, 1, cpus, &extra) {
             Ok(s) => s,
             Err(e) => {
                 let _ = writeln!(out, "| {} | {} | FAILED: {e} | | | | |", v.name, v.model);
@@ -92,7 +92,7 @@ pub fn run(bin_dir: &Path, variants: &[Variant], n: usize, cpus: &[usize], db: &
         let second = round(&mut conns);
         let held = conns.len();
         drop(conns);
-        let _ = server.stop();
+        let _ = server.stop(server::STOP_GRACE);
         let per_conn = (after.saturating_sub(before) * 1024) / held.max(1) as u64;
         let _ = writeln!(
             out,

@@ -6,13 +6,13 @@
 //! the bottleneck.
 //!
 //! # Layout
-//! - [`variants`] — the one list of servers (and their modes) and workloads it knows.
+//! - the servers, their modes and the workloads it knows are the shared table of the
+//!   `variants` crate (the conformance suite runs the same rows), started with its launcher.
 //! - [`attack`] — `--attack slowloris`: slowhttptest against each server while a probe
 //!   checks a normal client is still served.
 //! - [`client`] — `ab` and `wrk` command lines and parsers of their output.
 //! - [`procfs`] — CPU time, context switches and peak memory of a process tree, from /proc.
-//! - [`server`] — starting a server binary pinned to its CPUs, validating its answer,
-//!   stopping it and collecting its `--stats`.
+//! - [`server`] — starting a cell's server with its flags, validating its answer.
 //! - [`idle`] — `--idle-conns N`: N idle keep-alive connections per server, memory per
 //!   connection, and whether every one is still answered.
 //! - [`report`] — the verdict rule, the markdown table, results.json/csv and SVG charts.
@@ -24,4 +24,3 @@ pub mod idle;
 pub mod procfs;
 pub mod report;
 pub mod server;
-pub mod variants;

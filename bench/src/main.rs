@@ -7,12 +7,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bench::client::{self, Amount, Client, Load};
 use bench::report::{self, Cell, Run};
-use bench::server::{self, Running};
-use bench::variants::{self, Variant, Workload, VARIANTS, WORKLOADS};
+use bench::server;
 use bench::{idle, procfs};
 use clap::Parser;
 use common::cli::{allowed_cpus, CpuList};
 use indicatif::{ProgressBar, ProgressStyle};
+use variants::launch;
+use variants::{Variant, Workload, VARIANTS, WORKLOADS};
 
 /// Points ab/wrk at every archzoo architecture, fairly, and says who was the bottleneck.
 #[derive(Parser, Debug)]
@@ -113,7 +114,7 @@ fn fail(message: impl std::fmt::Display) -> ! {
 
 fn main() {
     let args: Args = common::cli::parse();
-    server::install_interrupt_handler();
+    launch::install_interrupt_handler();
     let allowed = allowed_cpus();
     let server_cpus = args.server_cpus.clone().map_or_else(
         || allowed[..allowed.len().saturating_sub(1).max(1)].to_vec(),
@@ -136,7 +137,11 @@ fn main() {
         (None, Some(list)) => {
             variants::select(list, VARIANTS, |v| v.name, "variant").unwrap_or_else(|e| fail(e))
         }
-        (None, None) => VARIANTS.to_vec(),
+        (None, None) => VARIANTS
+            .iter()
+            .copied()
+            .filter(|v| v.bench_default)
+            .collect(),
     };
     let workloads = variants::select(&args.workloads, WORKLOADS, |w| w.name, "workload")
         .unwrap_or_else(|e| fail(e));
@@ -191,10 +196,10 @@ fn main() {
         syscalls: args.syscalls,
     };
     eprintln!(
-        "bench: server on CPUs {} ({} workers), client {:?} on CPUs {}; {} × {} per cell{}",
+        "bench: server on CPUs {} ({} workers), client {} on CPUs {}; {} × {} per cell{}",
         CpuList(plan.server_cpus.clone()),
         plan.workers,
-        args.client,
+        args.client.command(),
         CpuList(plan.client_cpus.clone()),
         plan.reps,
         match plan.amount {
@@ -332,7 +337,7 @@ fn run_cell(
     }
     let mut server = None;
     let base = match (variant, &args.url) {
-        (Some(v), _) => match Running::start(
+        (Some(v), _) => match server::start(
             &plan.bin_dir,
             v,
             plan.workers,
@@ -396,7 +401,7 @@ fn run_cell(
         let pids = procfs::tree(s.pid());
         cell.peak_rss_kib = Some(procfs::peak_rss_kib(&pids));
         cell.worker_requests = s
-            .stop()
+            .stop(server::STOP_GRACE)
             .iter()
             .filter_map(|l| l["requests"].as_u64())
             .collect();
@@ -432,7 +437,7 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
         _ => None,
     };
     let started = Instant::now();
-    let mut child = server::spawn_pinned(cmd, &plan.client_cpus)
+    let mut child = launch::spawn_pinned(cmd, &plan.client_cpus)
         .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
     let stdout = child.stdout.take();
     let reader = std::thread::spawn(move || {
@@ -442,7 +447,7 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
         }
         text
     });
-    let (code, client_cpu) = server::wait_pinned(&mut child, limit);
+    let (code, client_cpu) = launch::wait_pinned(&mut child, limit);
     let wall = started.elapsed().as_secs_f64();
     let after = server_pids.map(procfs::usage);
     let (syscalls, submissions) = perf.map_or((None, None), stop_perf);

@@ -210,7 +210,7 @@ pub fn markdown(cells: &[Cell]) -> String {
          CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.\n\
          imbalance: busiest worker's requests ÷ the mean (1.00 = even).\n"
     ));
-    for w in crate::variants::WORKLOADS {
+    for w in variants::WORKLOADS {
         if cells.iter().any(|c| c.workload == w.name) {
             let _ = writeln!(out, "{} (`{}`): {}.", w.name, w.path, w.shows);
         }

@@ -6,8 +6,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use std::time::Duration;
+
 use clap::error::ErrorKind;
 use clap::Parser;
+
+use crate::codec::{ConnConfig, Timeouts};
 
 /// Flags shared by every server; each server flattens this into its own `Args`.
 #[derive(clap::Args, Debug, Clone)]
@@ -51,13 +55,6 @@ pub struct ServerArgs {
     pub max_conns: u64,
 }
 
-static MAX_CONNS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-
-/// `--max-conns`: connections one worker holds before it stops accepting.
-pub fn max_conns() -> usize {
-    MAX_CONNS.get().copied().unwrap_or(10_000)
-}
-
 /// The shared flags, checked and with defaults filled in.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -67,6 +64,9 @@ pub struct Config {
     pub cpus: Vec<usize>,
     pub backlog: i32,
     pub stats: bool,
+    /// What every connection is built from: handler, timeouts, limits. Servers pass it
+    /// down to their workers and from there to each connection.
+    pub conn: ConnConfig,
 }
 
 impl Config {
@@ -77,18 +77,12 @@ impl Config {
 }
 
 impl ServerArgs {
-    /// Checks the flags against this machine, fills in defaults and prepares the handler
-    /// (stack, `/db` database) for the workers; a problem is one line. Call it before any
-    /// worker is forked or spawned.
+    /// Checks the flags against this machine, fills in defaults, raises the open-file
+    /// limit and builds the `/db` database if it is missing; a problem is one line. Call it
+    /// before any worker is forked or spawned.
     pub fn resolve(&self) -> Result<Config, String> {
         let config = self.check()?;
-        crate::codec::set_timeouts(crate::codec::Timeouts {
-            header: std::time::Duration::from_secs(self.header_timeout),
-            idle: std::time::Duration::from_secs(self.idle_timeout),
-        });
         raise_fd_limit();
-        let _ = MAX_CONNS.set(self.max_conns as usize);
-        crate::routes::configure(self.stack);
         crate::workloads::prepare_db(&self.db)?;
         Ok(config)
     }
@@ -119,6 +113,15 @@ impl ServerArgs {
             cpus,
             backlog: self.backlog,
             stats: self.stats,
+            conn: ConnConfig {
+                handler: self.stack.handler(),
+                capture_headers: self.stack.reads_headers(),
+                timeouts: Timeouts {
+                    header: Duration::from_secs(self.header_timeout),
+                    idle: Duration::from_secs(self.idle_timeout),
+                },
+                max_conns: self.max_conns as usize,
+            },
         })
     }
 }

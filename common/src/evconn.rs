@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 
-use crate::codec::{Conn, Progress};
+use crate::codec::{Answer, Conn, Forward, Mode, Step};
 use crate::linger;
 use crate::response::Response;
 
@@ -40,9 +40,9 @@ pub enum Next {
 
 /// One client connection's state: the codec plus what the loop must remember between
 /// callbacks.
-pub struct EvConn<S> {
+pub struct EvConn<S, M: Mode = Answer> {
     pub stream: S,
-    pub conn: Conn,
+    pub conn: Conn<M>,
     /// Distinguishes this connection from a later one reusing its slot (timers, replies).
     pub id: u64,
     /// A readable edge arrived and no read since came back short.
@@ -68,8 +68,16 @@ pub struct EvConn<S> {
     stalled_since: Option<Instant>,
 }
 
-impl<S: Read + Write + AsFd> EvConn<S> {
-    pub fn new(stream: S, conn: Conn, id: u64) -> Self {
+impl<S> EvConn<S, Forward> {
+    /// The response to the forwarded request; call [`EvConn::advance`] next.
+    pub fn deliver(&mut self, response: Response) {
+        self.conn.deliver(response);
+        self.awaiting = false;
+    }
+}
+
+impl<S: Read + Write + AsFd, M: Mode> EvConn<S, M> {
+    pub fn new(stream: S, conn: Conn<M>, id: u64) -> Self {
         EvConn {
             stream,
             conn,
@@ -91,12 +99,6 @@ impl<S: Read + Write + AsFd> EvConn<S> {
         self.awaiting
     }
 
-    /// The response to the forwarded request; call [`EvConn::advance`] next.
-    pub fn deliver(&mut self, response: Response) {
-        self.conn.deliver(response);
-        self.awaiting = false;
-    }
-
     /// A timer set by [`Next::Timer`] fired: true if the connection must now close (its
     /// lingering close ran out of time); otherwise call [`EvConn::advance`].
     pub fn on_timer(&mut self) -> bool {
@@ -115,7 +117,7 @@ impl<S: Read + Write + AsFd> EvConn<S> {
         if let Some(since) = self.stalled_since {
             // The peer stopped reading: the output stays bounded (nothing more is read or
             // processed meanwhile), and after the idle timeout the connection is dropped.
-            if now >= since + crate::codec::timeouts().idle {
+            if now >= since + self.conn.timeouts().idle {
                 self.aborted = true;
                 return true;
             }
@@ -168,16 +170,16 @@ impl<S: Read + Write + AsFd> EvConn<S> {
                 return Next::Close;
             }
             // on_message: the codec answers everything buffered, in order.
-            match self.conn.process() {
-                Progress::Close => self.closing = true,
-                Progress::Wait(wait) => self.wait_for = Some(wait),
-                Progress::Forward => {
+            match self.conn.process().into() {
+                Step::Close => self.closing = true,
+                Step::Wait(wait) => self.wait_for = Some(wait),
+                Step::Forward => {
                     self.awaiting = true;
                     return Next::Forward;
                 }
-                Progress::Read if !self.conn.output().is_empty() => {}
-                Progress::Read if !self.readable => return Next::Pending,
-                Progress::Read => {
+                Step::Read if !self.conn.output().is_empty() => {}
+                Step::Read if !self.readable => return Next::Pending,
+                Step::Read => {
                     let buf = self.conn.read_buf();
                     let room = buf.len();
                     match self.stream.read(buf) {

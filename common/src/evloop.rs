@@ -3,7 +3,7 @@
 //! with its accept loop, `--max-conns` pause and EMFILE back-off ([`Acceptor`]), and the
 //! loop itself ([`EventLoop::run`]: poll, stop, dispatch, timers, accept retry) over a
 //! [`Core`] of those. What a loop does with a complete request — answer it
-//! ([`crate::codec::Conn::new`]) or forward it to a worker — and any sockets of its own
+//! (a [`crate::codec::Answer`] loop) or forward it to a worker (a [`crate::codec::Forward`] one) — and any sockets of its own
 //! (a stop pipe, worker links) stay in the server, behind the [`EventLoop`] callbacks.
 //!
 //! ```text
@@ -24,9 +24,9 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token};
 use slab::Slab;
 
-use crate::codec::Conn;
+use crate::codec::{Answer, Conn, ConnConfig, Mode};
 use crate::evconn::{EvConn, Next};
-use crate::{cli, listener};
+use crate::listener::{self, ACCEPT_BACKOFF};
 
 /// How often connection deadlines are checked.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -38,26 +38,26 @@ pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const HOST_TOKENS: usize = usize::MAX / 4;
 
 /// What every loop owns: its poller, its listener, its connections, and whether it stops.
-pub struct Core {
+pub struct Core<M: Mode = Answer> {
     pub poll: Poll,
     pub acceptor: Acceptor,
-    pub conns: ConnTable,
+    pub conns: ConnTable<M>,
     /// A stop was requested: no more accepting; the loop ends once `conns` is empty.
     pub stopping: bool,
-    /// The codec each accepted connection gets (answering or forwarding).
-    conn: fn() -> Conn,
+    /// What each accepted connection's codec is built from.
+    config: ConnConfig,
     /// For log lines.
     arch: &'static str,
 }
 
-impl Core {
+impl<M: Mode> Core<M> {
     /// A poller with `listener` registered under [`LISTENER`].
     pub fn new(
         listener: std::net::TcpListener,
-        conn: fn() -> Conn,
+        config: ConnConfig,
         arch: &'static str,
     ) -> io::Result<Self> {
-        Core::with_poll(Poll::new()?, listener, conn, arch)
+        Core::with_poll(Poll::new()?, listener, config, arch)
     }
 
     /// The same over a poller made earlier (whose registry others needed first, e.g. for
@@ -65,7 +65,7 @@ impl Core {
     pub fn with_poll(
         poll: Poll,
         listener: std::net::TcpListener,
-        conn: fn() -> Conn,
+        config: ConnConfig,
         arch: &'static str,
     ) -> io::Result<Self> {
         let acceptor = Acceptor::new(listener, poll.registry(), LISTENER)?;
@@ -74,7 +74,7 @@ impl Core {
             acceptor,
             conns: ConnTable::new(),
             stopping: false,
-            conn,
+            config,
             arch,
         })
     }
@@ -83,7 +83,10 @@ impl Core {
 /// A server's epoll loop: the shared run loop and connection handling as provided
 /// methods, over the server's [`Core`] and its callbacks.
 pub trait EventLoop {
-    fn core(&mut self) -> &mut Core;
+    /// Whether this loop's connections answer their requests or forward them.
+    type Mode: Mode;
+
+    fn core(&mut self) -> &mut Core<Self::Mode>;
 
     /// Whether the process was asked to stop (checked after every poll).
     fn stop_requested(&self) -> bool;
@@ -91,8 +94,9 @@ pub trait EventLoop {
     /// An event on one of the host's own tokens (≥ [`HOST_TOKENS`]).
     fn on_host_event(&mut self, event: &Event);
 
-    /// A connection holds a complete request to forward ([`Action::Forward`]). Loops whose
-    /// connections answer themselves never see one; closing is the safe answer.
+    /// A connection holds a complete request to forward ([`Action::Forward`]). Only a
+    /// [`crate::codec::Forward`] loop's connections produce one, so the others need not
+    /// say anything about it.
     fn on_forward(&mut self, key: usize) {
         self.close(key);
     }
@@ -151,8 +155,12 @@ pub trait EventLoop {
     /// race to a sibling woken by the same connection: that is the thundering herd.
     fn accept(&mut self) {
         let core = self.core();
-        core.acceptor
-            .accept(core.poll.registry(), &mut core.conns, core.conn, core.arch);
+        core.acceptor.accept(
+            core.poll.registry(),
+            &mut core.conns,
+            &core.config,
+            core.arch,
+        );
     }
 
     /// Drives connection `key` as far as it goes and carries out what it asks for.
@@ -210,21 +218,21 @@ pub enum Action {
 }
 
 /// Client connections keyed by their epoll token, with their timers.
-pub struct ConnTable {
-    conns: Slab<EvConn<TcpStream>>,
+pub struct ConnTable<M: Mode = Answer> {
+    conns: Slab<EvConn<TcpStream, M>>,
     /// (due, key, connection id), earliest first.
     timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     next_id: u64,
     next_sweep: Instant,
 }
 
-impl Default for ConnTable {
+impl<M: Mode> Default for ConnTable<M> {
     fn default() -> Self {
         ConnTable::new()
     }
 }
 
-impl ConnTable {
+impl<M: Mode> ConnTable<M> {
     pub fn new() -> Self {
         ConnTable {
             conns: Slab::with_capacity(1024),
@@ -242,11 +250,11 @@ impl ConnTable {
         self.conns.is_empty()
     }
 
-    pub fn get(&self, key: usize) -> Option<&EvConn<TcpStream>> {
+    pub fn get(&self, key: usize) -> Option<&EvConn<TcpStream, M>> {
         self.conns.get(key)
     }
 
-    pub fn get_mut(&mut self, key: usize) -> Option<&mut EvConn<TcpStream>> {
+    pub fn get_mut(&mut self, key: usize) -> Option<&mut EvConn<TcpStream, M>> {
         self.conns.get_mut(key)
     }
 
@@ -268,7 +276,7 @@ impl ConnTable {
         &mut self,
         registry: &Registry,
         mut stream: TcpStream,
-        conn: Conn,
+        conn: Conn<M>,
     ) -> io::Result<usize> {
         let entry = self.conns.vacant_entry();
         let key = entry.key();
@@ -358,9 +366,6 @@ pub struct Acceptor {
     backoff: Backoff,
 }
 
-/// How long an accept error (EMFILE/ENFILE) pauses accepting.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-
 /// The retry timer of an edge-triggered listener after an accept error (EMFILE/ENFILE).
 ///
 /// The connections still queued raise no new edge, so a loop that only waits for
@@ -417,13 +422,13 @@ impl Acceptor {
     }
 
     /// Accepts until the queue is empty (edge-triggered: drain it) or the table is full;
-    /// each connection gets a codec from `conn`. On a shared socket the accept may come
+    /// each connection gets a codec built from `config`. On a shared socket the accept may come
     /// back empty — a sibling won the race for the same wake-up (thundering herd).
-    pub fn accept(
+    pub fn accept<M: Mode>(
         &mut self,
         registry: &Registry,
-        table: &mut ConnTable,
-        conn: fn() -> Conn,
+        table: &mut ConnTable<M>,
+        config: &ConnConfig,
         arch: &str,
     ) {
         if self.backoff.waiting(Instant::now()) {
@@ -434,14 +439,14 @@ impl Acceptor {
             let Some(listener) = self.listener.as_ref() else {
                 return;
             };
-            if table.len() >= cli::max_conns() {
+            if table.len() >= config.max_conns {
                 self.pause(registry);
                 return;
             }
             match listener.accept() {
                 Ok((stream, _)) => {
                     let _ = listener::tune_accepted(&stream);
-                    let _ = table.insert(registry, stream, conn());
+                    let _ = table.insert(registry, stream, Conn::open(config));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e)

@@ -7,19 +7,23 @@
 //!
 //! # Layout
 //!
+//! - [`request`] and [`handler`] — the seam: a parsed request, and the [`handler::Handler`]
+//!   that turns it into a [`handler::Reply`]. Leaves: neither knows the codec nor the routes.
 //! - [`codec`] — the HTTP/1.x connection state machine ([`codec::Conn`]): an input buffer,
-//!   incremental parsing with `httparse`, body framing (Content-Length and chunked, read and
-//!   discarded), keep-alive rules, limits and error statuses, and an output buffer that
-//!   collects every response of a pipelined batch so the runtime writes it once. It does no
-//!   I/O: each runtime feeds it bytes and flushes what it produced.
+//!   incremental parsing with `httparse` (`codec::head`), body framing (Content-Length and
+//!   chunked, `codec::chunked`, read and discarded), keep-alive rules, limits and error
+//!   statuses, and an output buffer that collects every response of a pipelined batch so
+//!   the runtime writes it once. It does no I/O and reads no global: a connection is built
+//!   from a [`codec::ConnConfig`], and answers its requests or forwards them as its
+//!   [`codec::Mode`] says.
 //! - [`evconn`] — one connection driven by edge-triggered readiness callbacks, for the
 //!   event-loop servers.
 //! - [`evloop`] — what every epoll loop shares: the connection table with its timers and
 //!   deadline sweep, and the accepting socket with its `--max-conns` pause.
 //! - [`response`] — response serialisation and the per-thread cached `Date` header.
-//! - [`routes`] — the handler: request in, [`routes::Reply`] out. A reply may ask the runtime
-//!   to *wait* before it is sent, which is how each runtime plugs in its own native timer
-//!   without the handler knowing which runtime it runs on.
+//! - [`routes`] — the application: the routes, and the `--stack` that chooses the handler.
+//!   A reply may ask the runtime to *wait* before it is sent, which is how each runtime
+//!   plugs in its own native timer without the handler knowing which runtime it runs on.
 //! - [`workloads`] — `/sum` (CPU), `/db` (SQLite), `/sleep` (waiting): what hello world
 //!   hides.
 //! - [`framework`] — `--stack framework`: a router, a middleware chain and owned request and
@@ -30,7 +34,8 @@
 //! - [`supervisor`] — the master process of multi-process servers: fork N workers, restart
 //!   the ones that die, stop them gracefully on SIGTERM/SIGINT.
 //! - [`shutdown`] — how a worker *process* learns it must stop, without racing its blocking
-//!   system calls.
+//!   system calls; and the registry of open connections (`ConnRegistry`) through which the
+//!   threaded and coroutine servers end parked waits on a stop and sweep missed deadlines.
 //! - [`cli`] — the flags every server shares, CPU lists and affinity, the start-up line, and
 //!   one-line errors.
 //! - [`stats`] — per-worker request and connection counters (thread-local, lock-free) and
@@ -41,8 +46,10 @@ pub mod codec;
 pub mod evconn;
 pub mod evloop;
 pub mod framework;
+pub mod handler;
 pub mod linger;
 pub mod listener;
+pub mod request;
 pub mod response;
 pub mod routes;
 pub mod shutdown;

@@ -13,6 +13,12 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
+/// How long a worker stops accepting after an accept error (EMFILE, ENFILE, ENOBUFS):
+/// long enough that a server out of descriptors does not spin on a queue it cannot take
+/// from, short enough that a connection freed meanwhile is taken promptly. Every server's
+/// accept loop waits this long, in its own runtime's way.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
 /// How to build a listening socket.
 #[derive(Debug, Clone)]
 pub struct ListenOptions {

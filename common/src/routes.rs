@@ -1,55 +1,17 @@
-//! The handler: the routes every server answers, identically.
-//!
-//! A handler is a plain function from a parsed [`Request`] to a [`Reply`]. It never sees a
-//! socket or a runtime. Routes that must *wait* (an I/O-bound workload such as `/sleep`)
-//! do not block inside the handler: they return a reply that carries the wait, and the
-//! runtime performs it natively — a thread sleep in a blocking worker, a timer in an epoll
-//! loop, a coroutine sleep, a tokio or glommio timer — then sends the response. That keeps
-//! one handler for all architectures while letting each one wait the way it really would.
+//! The routes every server answers, identically: the application behind the
+//! [`crate::handler`] seam, in two stacks (`--stack raw|framework`).
 //!
 //! CPU-bound or synchronous work (a computation, a blocking database call) simply runs in
 //! the handler, on whatever thread the runtime called it from; that is the point of such a
 //! workload: it shows what each architecture does when a handler occupies its thread.
 
-use std::sync::OnceLock;
-use std::time::Duration;
-
-use crate::codec::Request;
+use crate::handler::{Handler, Reply};
+use crate::request::Request;
 use crate::response::{Body, Response};
 use crate::{framework, workloads};
 
 /// The benchmark posts' body: 13 bytes.
 pub const HELLO: &[u8] = b"hello, world!";
-
-/// A handler: request in, reply out. A plain `fn` so that a connection can carry it
-/// without a generic parameter or a virtual call on the hot path being hidden anywhere.
-pub type Handler = fn(&Request) -> Reply;
-
-/// What a handler decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    pub response: Response,
-    /// Send the response only after this much time has passed, waiting the runtime's way.
-    pub wait: Option<Duration>,
-}
-
-impl Reply {
-    /// Send `response` as soon as possible.
-    pub fn now(response: Response) -> Self {
-        Reply {
-            response,
-            wait: None,
-        }
-    }
-
-    /// Send `response` after `wait`, without occupying the thread if the runtime can avoid it.
-    pub fn after(wait: Duration, response: Response) -> Self {
-        Reply {
-            response,
-            wait: Some(wait),
-        }
-    }
-}
 
 /// Which handler every connection runs (`--stack`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -61,23 +23,18 @@ pub enum Stack {
     Framework,
 }
 
-static STACK: OnceLock<Stack> = OnceLock::new();
+impl Stack {
+    /// This stack's handler.
+    pub fn handler(self) -> Handler {
+        match self {
+            Stack::Raw => handle,
+            Stack::Framework => framework::handle,
+        }
+    }
 
-/// Chooses the stack for this process (once, before workers start).
-pub fn configure(stack: Stack) {
-    let _ = STACK.set(stack);
-}
-
-/// The configured stack.
-pub fn stack() -> Stack {
-    STACK.get().copied().unwrap_or_default()
-}
-
-/// The configured stack's handler.
-pub fn handler() -> Handler {
-    match stack() {
-        Stack::Raw => handle,
-        Stack::Framework => framework::handle,
+    /// Whether its handler reads header fields (the codec then keeps them for it).
+    pub fn reads_headers(self) -> bool {
+        self == Stack::Framework
     }
 }
 

@@ -246,7 +246,7 @@ impl Registration {
             return Ok(());
         }
         let n = out.len();
-        self.writing(Instant::now() + crate::codec::timeouts().idle);
+        self.writing(Instant::now() + conn.timeouts().idle);
         let written = write_all(out).await;
         self.unpark();
         written?;

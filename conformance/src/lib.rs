@@ -10,7 +10,8 @@
 //!   own process group, a raw-socket client that parses responses byte-exactly.
 //! - [`rules`] — one function per rule a server must keep, named after the rule.
 //! - [`corpus`] — the malformed-input corpus (`corpus/malformed.txt`) every server faces.
-//! - `tests/conformance.rs` — the table of servers (one row each) × every rule.
+//! - `tests/conformance.rs` — every row of the shared variant table (`variants::VARIANTS`)
+//!   × every rule that applies to it (`rules::RULES`), generated at run time.
 //!
 //! Everything is bounded: every read has a timeout, every server is killed (its whole
 //! process group) when its handle is dropped, even when a test fails.
@@ -18,57 +19,20 @@
 pub mod corpus;
 pub mod rules;
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use variants::launch::{self, Launch};
 
 /// How long any single read waits before the test fails.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One row of the suite: a server binary and the flags that select its mode.
-#[derive(Debug, Clone, Copy)]
-pub struct Spec {
-    /// The binary's name under `target/<profile>/`.
-    pub binary: &'static str,
-    /// Flags selecting a mode (e.g. `--codec hyper`), added to every start.
-    pub args: &'static [&'static str],
-    /// Each worker serves one connection at a time (the blocking models). Load tests then
-    /// start one worker per client connection, as PHP-FPM is sized in practice, and the
-    /// two-worker rule proves the second worker by holding the first one busy.
-    pub one_conn_per_worker: bool,
-    /// The row runs hyper's own HTTP/1 parser. Where RFC 9112 lets a server choose and
-    /// hyper chose differently from the shared codec, the rules check hyper's choice:
-    /// Content-Length with Transfer-Encoding is read by its chunked framing and the
-    /// connection then closed (RFC 9112 §6.3 allows either); identical repeated
-    /// Content-Length values are merged (RFC 9110 §8.6 allows it); hyper's own parse-error
-    /// responses carry no `Server`/`Content-Type`, and an unknown version gets 400.
-    pub hyper: bool,
-    /// Workers are processes under the common supervisor (they can be killed one by one).
-    pub processes: bool,
-    /// Every worker listens on its own SO_REUSEPORT socket.
-    pub reuseport: bool,
-    /// Workers run the handler behind an IPC hop; client connections outlive them.
-    pub ipc: bool,
-}
-
-impl Spec {
-    /// A row served by the shared codec.
-    pub const fn shared(binary: &'static str, args: &'static [&'static str]) -> Spec {
-        Spec {
-            binary,
-            args,
-            one_conn_per_worker: false,
-            hyper: false,
-            processes: false,
-            reuseport: false,
-            ipc: false,
-        }
-    }
-}
+/// One row of the suite: a variant from the shared table (`variants::VARIANTS`).
+pub use variants::Variant as Spec;
 
 /// Path of a server binary, building every workspace binary once per test process with
 /// the same profile as the running tests (cargo does not build other packages' binaries
@@ -134,20 +98,28 @@ fn build_binaries() -> Result<PathBuf, String> {
     Ok(profile_dir)
 }
 
-/// A running server: its own process group, killed whole on drop.
-pub struct Server {
-    child: Child,
-    pub addr: SocketAddr,
-    stderr: Arc<Mutex<Vec<String>>>,
-    /// Set by the stderr reader at end of file: every process of the server closed it.
-    stderr_done: Arc<AtomicBool>,
+/// A running server (the shared launcher's, see `variants::launch`), with what the rules
+/// add to it: raw connections and restart counting.
+pub struct Server(launch::Server);
+
+impl std::ops::Deref for Server {
+    type Target = launch::Server;
+    fn deref(&self) -> &launch::Server {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut launch::Server {
+        &mut self.0
+    }
 }
 
 impl Server {
     /// Starts `spec` on 127.0.0.1 port 0 with `extra` flags and waits for its start-up
     /// line, which names the address it got.
     pub fn start(spec: &Spec, extra: &[&str]) -> Server {
-        Server::try_start(spec, extra).unwrap_or_else(|e| panic!("{}: {e}", spec.binary))
+        Server::try_start(spec, extra).unwrap_or_else(|e| panic!("{}: {e}", spec.name))
     }
 
     /// Like [`Server::start`], but a server that exits or stays silent is an `Err` with
@@ -163,97 +135,19 @@ impl Server {
         extra: &[&str],
         max_files: Option<(u64, u64)>,
     ) -> Result<Server, String> {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(binary(spec.binary));
-        if let Some((soft, hard)) = max_files {
-            // SAFETY: only setrlimit, async-signal-safe, runs between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let rl = libc::rlimit {
-                        rlim_cur: soft,
-                        rlim_max: hard,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
-        let mut child = cmd
-            .args(["--bind", "127.0.0.1", "--port", "0"])
-            .arg("--db")
-            .arg(test_db())
+        let mut launch = Launch::new(&binary(spec.binary))
+            .args(["--db".as_ref(), test_db().as_os_str()])
             .args(spec.args)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot start: {e}"))?;
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        let pipe = child.stderr.take().expect("piped stderr");
-        let lines = stderr.clone();
-        let stderr_done = Arc::new(AtomicBool::new(false));
-        let done = stderr_done.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let addr = line
-                    .split("listening on http://")
-                    .nth(1)
-                    .and_then(|rest| rest.split('/').next())
-                    .and_then(|a| a.parse::<SocketAddr>().ok());
-                // Stored before the address is announced: a test that got the address
-                // finds the start-up line among the stderr lines too.
-                lines.lock().unwrap().push(line);
-                if let Some(addr) = addr {
-                    let _ = tx.send(addr);
-                }
-            }
-            done.store(true, Ordering::SeqCst);
-        });
-        let mut server = Server {
-            child,
-            addr: "127.0.0.1:0".parse().unwrap(),
-            stderr,
-            stderr_done,
-        };
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(addr) => {
-                server.addr = addr;
-                Ok(server)
-            }
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(100));
-                Err(format!(
-                    "no start-up line; stderr: {:?}",
-                    server.stderr_lines()
-                ))
-            }
+            .args(extra);
+        if let Some((soft, hard)) = max_files {
+            launch = launch.max_files(soft, hard);
         }
+        launch.start().map(Server)
     }
 
-    pub fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    /// The worker pids named in the start-up line (`… (pids 1, 2) …`).
-    pub fn worker_pids(&self) -> Vec<i32> {
-        let lines = self.stderr_lines();
-        let line = lines
-            .iter()
-            .find(|l| l.contains("listening on"))
-            .expect("start-up line");
-        let list = line
-            .split("pids ")
-            .nth(1)
-            .and_then(|rest| rest.split(')').next())
-            .unwrap_or("");
-        list.split(", ")
-            .filter_map(|p| p.trim().parse().ok())
-            .collect()
+    /// A new raw connection.
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
     }
 
     /// Waits until the supervisor has logged `count` worker restarts; panics after `within`.
@@ -273,87 +167,6 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
-    }
-
-    /// Everything the server printed on stderr so far.
-    pub fn stderr_lines(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// A new raw connection.
-    pub fn connect(&self) -> Client {
-        Client::connect(self.addr)
-    }
-
-    /// Sends `signal` to the server's main process and waits up to `limit` for it to exit.
-    /// Returns its exit status and how long it took; `None` if it did not exit in time.
-    pub fn signal_and_wait(
-        &mut self,
-        signal: i32,
-        limit: Duration,
-    ) -> Option<(ExitStatus, Duration)> {
-        let started = Instant::now();
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(self.pid(), signal) };
-        while started.elapsed() < limit {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                let took = started.elapsed();
-                // Let the reader collect the last lines (the --stats report) too.
-                let eof_by = Instant::now() + Duration::from_secs(2);
-                while !self.stderr_done.load(Ordering::SeqCst) && Instant::now() < eof_by {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                return Some((status, took));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
-    }
-
-    /// CPU seconds (user + system) used so far by every process of the server's group.
-    pub fn cpu_seconds(&self) -> f64 {
-        // SAFETY: sysconf has no preconditions.
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        let mut total = 0.0;
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-                continue;
-            };
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            // After the name: state(0) ppid(1) pgrp(2) … utime(11) stime(12).
-            if f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(self.pid()) {
-                let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-                total += (t(11) + t(12)) / ticks;
-            }
-        }
-        total
-    }
-
-    /// True while any process of the server's process group exists.
-    pub fn group_alive(&self) -> bool {
-        // SAFETY: signal 0 only checks for existence.
-        unsafe { libc::kill(-self.pid(), 0) == 0 }
-    }
-
-    /// The `--stats` JSON lines printed so far.
-    pub fn stats_lines(&self) -> Vec<serde_json::Value> {
-        self.stderr_lines()
-            .iter()
-            .filter(|l| l.starts_with('{'))
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SAFETY: kills the server's own process group (created with process_group(0)).
-        unsafe { libc::kill(-self.pid(), libc::SIGKILL) };
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

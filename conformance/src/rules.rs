@@ -6,6 +6,113 @@ use std::time::{Duration, SystemTime};
 
 use crate::{field, run_client, Client, Response, Server, Spec};
 
+/// A rule of the suite, and the rows it applies to.
+#[derive(Clone, Copy)]
+pub struct Rule {
+    pub name: &'static str,
+    pub run: fn(&Spec),
+    /// `Err(why)` for a row the rule says nothing about: no test is generated for that
+    /// pair (it could only pass without asserting), and the suite lists it with `why`.
+    pub applies: fn(&Spec) -> Result<(), &'static str>,
+}
+
+/// Capabilities a rule may require of its row (see `variants::Variant`).
+fn processes(s: &Spec) -> bool {
+    s.processes
+}
+
+fn ipc(s: &Spec) -> bool {
+    s.ipc
+}
+
+fn many_conns(s: &Spec) -> bool {
+    !s.one_conn_per_worker
+}
+
+/// `RULES`: every rule in suite order; `rule if capability => "why not otherwise"` for
+/// the rules that hold only for some rows.
+macro_rules! rules {
+    ($($name:ident $(if $cap:ident => $why:literal)?,)*) => {
+        pub const RULES: &[Rule] = &[$(Rule {
+            name: stringify!($name),
+            run: $name,
+            applies: {
+                fn applies(_s: &Spec) -> Result<(), &'static str> {
+                    $(if !$cap(_s) {
+                        return Err($why);
+                    })?
+                    Ok(())
+                }
+                applies
+            },
+        },)*];
+    };
+}
+
+rules! {
+    root_returns_hello_world,
+    plaintext_returns_hello_world,
+    json_returns_message,
+    unknown_path_is_404,
+    date_header_is_refreshed_every_second,
+    http11_keeps_alive_by_default,
+    http11_connection_close_closes,
+    http10_closes_without_keep_alive,
+    http10_keep_alive_is_echoed,
+    connection_tokens_are_case_insensitive,
+    pipelined_16_answered_in_order,
+    request_one_byte_at_a_time,
+    head_has_no_body_then_next_request,
+    post_with_content_length_then_next_request,
+    post_chunked_then_next_request,
+    expect_continue_gets_100,
+    malformed_request_line_is_400,
+    malformed_header_is_400,
+    head_over_8k_is_431,
+    over_64_headers_is_431,
+    uri_over_8k_is_414,
+    content_length_with_transfer_encoding_is_400,
+    repeated_content_length_is_400,
+    non_numeric_content_length_is_400,
+    transfer_encoding_other_than_chunked_is_400,
+    transfer_encoding_on_http10_is_400,
+    invalid_chunk_size_is_400,
+    http11_without_host_is_400,
+    two_host_headers_is_400,
+    body_over_1mib_is_413,
+    unsupported_version_is_505,
+    unknown_method_is_501,
+    client_vanishing_mid_request_is_harmless,
+    malformed_corpus_is_refused,
+    slow_head_gets_408_after_header_timeout,
+    a_client_that_never_reads_is_dropped,
+    stalled_readers_do_not_starve_others if many_conns => "one connection per worker: a newcomer waits by design (the slowloris rule covers it)",
+    idle_keep_alive_closes_after_idle_timeout,
+    two_workers_both_serve,
+    sigterm_exits_zero_leaving_no_process,
+    sigterm_finishes_requests_in_flight,
+    sigterm_under_load_drops_no_accepted_request,
+    bad_flag_is_one_line_and_nonzero,
+    busy_port_is_one_line_and_nonzero,
+    sum_returns_a_plausible_total,
+    db_sums_ten_rows_per_query,
+    db_rejects_bad_queries_with_400,
+    sleep_waits_while_others_are_served,
+    sleep_rejects_bad_ms_with_400,
+    framework_stack_serves_the_same_bodies,
+    killed_worker_is_restarted if processes => "its workers are threads or shards of one process: nothing to kill alone",
+    killed_worker_under_load_spares_the_others if processes => "its workers are threads or shards of one process: nothing to kill alone",
+    master_killed_leaves_no_worker_behind if processes => "one process: nothing can be left behind",
+    max_conns_leaves_new_connections_queued if many_conns => "one connection per worker is its model: the limit is always 1",
+    accept_errors_back_off if many_conns => "one connection per worker never runs out of descriptors",
+    open_file_limit_is_raised,
+    worker_dying_mid_request_answers_502 if ipc => "the connection lives in the process that dies: nothing is left to answer with",
+    listening_sockets_match_the_model,
+    ab_without_keep_alive,
+    ab_with_keep_alive,
+    wrk_keep_alive,
+}
+
 const HELLO: &str = "hello, world!";
 const JSON: &str = r#"{"message":"Hello, World!"}"#;
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n";
@@ -588,9 +695,6 @@ pub fn client_vanishing_mid_request_is_harmless(s: &Spec) {
 }
 
 pub fn killed_worker_is_restarted(s: &Spec) {
-    if !s.processes {
-        return; // its workers are threads or shards of one process: nothing to kill alone
-    }
     let server = Server::start(s, &["--workers", "2"]);
     let pids = server.worker_pids();
     assert_eq!(pids.len(), 2, "{:?}", server.stderr_lines());
@@ -614,13 +718,8 @@ pub fn listening_sockets_match_the_model(s: &Spec) {
 fn sum_value(r: &Response) -> u32 {
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.header("Content-Type"), Some("text/plain"));
-    let n: u32 = r
-        .body_str()
-        .strip_prefix("sum=")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("body {:?}", r.body_str()));
-    assert!((100_000..=999_000).contains(&n), "{n}");
-    n
+    variants::workloads::sum_value(&r.body)
+        .unwrap_or_else(|| panic!("not a plausible /sum body: {:?}", r.body_str()))
 }
 
 pub fn sum_returns_a_plausible_total(s: &Spec) {
@@ -632,10 +731,8 @@ pub fn sum_returns_a_plausible_total(s: &Spec) {
 
 fn db_value(r: &Response) -> f64 {
     assert_eq!(r.status, 200, "{r:?}");
-    let body = r.body_str();
-    let decimals = body.split_once('.').map_or(0, |(_, d)| d.len());
-    assert_eq!(decimals, 6, "six decimals: {body:?}");
-    body.parse().unwrap_or_else(|_| panic!("body {body:?}"))
+    variants::workloads::db_value(&r.body)
+        .unwrap_or_else(|| panic!("not a /db sum with six decimals: {:?}", r.body_str()))
 }
 
 pub fn db_sums_ten_rows_per_query(s: &Spec) {
@@ -713,9 +810,6 @@ pub fn framework_stack_serves_the_same_bodies(s: &Spec) {
 }
 
 pub fn worker_dying_mid_request_answers_502(s: &Spec) {
-    if !s.ipc {
-        return; // the connection lives in the process that dies: nothing to answer with
-    }
     let server = Server::start(s, &["--workers", "2"]);
     let mut c = server.connect();
     assert_hello(&c.get("/"));
@@ -821,9 +915,6 @@ pub fn idle_keep_alive_closes_after_idle_timeout(s: &Spec) {
 /// At `--max-conns` a worker stops accepting: the next connection waits in the listen
 /// queue (unanswered) until one of the others closes, then it is served.
 pub fn max_conns_leaves_new_connections_queued(s: &Spec) {
-    if s.one_conn_per_worker {
-        return; // one connection per worker is its model: the limit is always 1
-    }
     // The limit holds per accepting thread: per reactor in reactor-workers.
     let acceptors: usize = s
         .args
@@ -845,9 +936,6 @@ pub fn max_conns_leaves_new_connections_queued(s: &Spec) {
 
 /// The master killed with SIGKILL: no worker (or manager) outlives it.
 pub fn master_killed_leaves_no_worker_behind(s: &Spec) {
-    if !s.processes {
-        return; // one process: nothing can be left behind
-    }
     let mut server = Server::start(s, &["--workers", "2"]);
     assert_still_serves(&server);
     server.signal_and_wait(libc::SIGKILL, Duration::from_secs(2));
@@ -936,9 +1024,6 @@ pub fn a_client_that_never_reads_is_dropped(s: &Spec) {
 /// connections read through glommio's own path).
 pub fn stalled_readers_do_not_starve_others(s: &Spec) {
     use std::io::Write;
-    if s.one_conn_per_worker {
-        return; // one connection per worker: the newcomer waits by design (slowloris rule)
-    }
     const CLIENTS: usize = 160;
     let server = Server::start(s, &["--workers", "1"]);
     let pipelined = GET.repeat(3_000);
@@ -1030,9 +1115,6 @@ pub fn sigterm_under_load_drops_no_accepted_request(s: &Spec) {
 /// the requests) that the dead worker held fail, once each; every client is served again
 /// within a second, and the supervisor restarts the worker within a second.
 pub fn killed_worker_under_load_spares_the_others(s: &Spec) {
-    if !s.processes {
-        return;
-    }
     const CLIENTS: usize = 8;
     let workers = workers_for(s, CLIENTS);
     let server = Server::start(s, &["--workers", &workers]);
@@ -1122,9 +1204,6 @@ pub fn killed_worker_under_load_spares_the_others(s: &Spec) {
 /// listener, does not crash, and serves again once descriptors are free — on reactor-workers
 /// also after a worker restarted into the flood (its link is accepted by the reactor).
 pub fn accept_errors_back_off(s: &Spec) {
-    if s.one_conn_per_worker {
-        return; // one connection per worker never runs out of descriptors
-    }
     let server = Server::try_start_limited(s, &["--workers", "1"], Some((64, 64)))
         .unwrap_or_else(|e| panic!("{e}"));
     // More connections than descriptors: the kernel queues them, accept fails.

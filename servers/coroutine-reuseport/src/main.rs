@@ -52,8 +52,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::cli::{self, ServerArgs};
-use common::codec::{Conn, Progress};
-use common::listener::{self, ListenOptions};
+use common::codec::{Conn, ConnConfig, Progress};
+use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
 use common::shutdown::{self, ConnRegistry, Registration};
 use common::supervisor::{self, Supervisor};
 use common::{linger, stats};
@@ -83,9 +83,10 @@ fn main() {
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr)));
     let pinned = !config.cpus.is_empty();
     let (backlog, report, stack) = (config.backlog, config.stats, args.stack_size as usize);
+    let conn_config = config.conn;
     // Fork before anything touches `may`: its scheduler threads would not survive a fork.
     let supervisor = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |index| {
-        worker(index, addr, backlog, pinned, stack, report)
+        worker(index, addr, backlog, pinned, stack, conn_config, report)
     })
     .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
     cli::announce(
@@ -107,6 +108,7 @@ fn worker(
     backlog: i32,
     pinned: bool,
     stack_size: usize,
+    config: ConnConfig,
     report: bool,
 ) -> Result<(), String> {
     shutdown::install();
@@ -133,7 +135,7 @@ fn worker(
     let acceptor = unsafe {
         may::coroutine::spawn(move || {
             stats::set_worker_index(index);
-            accept_loop(listener, conns)
+            accept_loop(listener, conns, config)
         })
     };
 
@@ -164,9 +166,9 @@ fn worker(
     Ok(())
 }
 
-fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>) {
+fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConfig) {
     while !conns.stopping() {
-        if conns.live() >= common::cli::max_conns() {
+        if conns.live() >= config.max_conns {
             // At --max-conns: leave new connections in the listen queue for a while.
             may::coroutine::sleep(Duration::from_millis(10));
             continue;
@@ -175,22 +177,22 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>) {
             Ok((stream, _)) => {
                 let _ = listener::tune_accepted(stream.inner());
                 let entry = conns.register(stream.as_raw_fd());
-                may::go!(move || serve(stream, entry));
+                may::go!(move || serve(stream, entry, &config));
             }
             Err(_) if conns.stopping() => return,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
             Err(e) => {
                 // EMFILE/ENFILE: back off rather than spin.
                 eprintln!("{ARCH}: accept failed: {e}; backing off");
-                may::coroutine::sleep(Duration::from_millis(100));
+                may::coroutine::sleep(ACCEPT_BACKOFF);
             }
         }
     }
 }
 
 /// One connection, as straight-line blocking code: read, handle, write, repeat.
-fn serve(mut stream: TcpStream, entry: Registration) {
-    let mut conn = Conn::new();
+fn serve(mut stream: TcpStream, entry: Registration, config: &ConnConfig) {
+    let mut conn = Conn::new(config);
     // True when the last read came back short: the socket is drained, so the next read
     // waits for readiness first instead of paying a read that returns EAGAIN.
     let mut drained = false;
@@ -233,8 +235,7 @@ fn serve(mut stream: TcpStream, entry: Registration) {
                 // Parks only this coroutine; the others keep running.
                 may::coroutine::sleep(wait);
             }
-            // Forward never happens on a Conn::new() connection; closing is the safe answer.
-            Progress::Close | Progress::Forward => {
+            Progress::Close => {
                 let _ = write_out(&mut stream, &mut conn, &entry);
                 let _ = stream.shutdown(Shutdown::Write);
                 if conn.should_linger() {
@@ -253,7 +254,7 @@ fn write_out(stream: &mut TcpStream, conn: &mut Conn, entry: &Registration) -> i
     let out = conn.output();
     if !out.is_empty() {
         let n = out.len();
-        entry.writing(Instant::now() + common::codec::timeouts().idle);
+        entry.writing(Instant::now() + conn.timeouts().idle);
         let written = stream.write_all(out);
         entry.unpark();
         written?;

@@ -42,8 +42,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::cli::{self, ServerArgs};
-use common::codec::{Conn, Progress};
-use common::listener::{self, ListenOptions};
+use common::codec::{Conn, ConnConfig, Progress};
+use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
 use common::supervisor::{self, Supervisor};
 use common::{linger, shutdown, stats};
 
@@ -70,13 +70,13 @@ fn main() {
     let listener = ListenOptions::new(config.addr)
         .backlog(config.backlog)
         .accept_timeout(WAKE_EVERY)
-        .write_timeout(common::codec::timeouts().idle)
+        .write_timeout(config.conn.timeouts.idle)
         .bind()
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr)));
     let addr = listener.local_addr().unwrap_or(config.addr);
-    let report = config.stats;
+    let (report, conn_config) = (config.stats, config.conn);
     let supervisor = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |_| {
-        worker(&listener, report)
+        worker(&listener, &conn_config, report)
     })
     .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
     cli::announce(
@@ -88,12 +88,12 @@ fn main() {
 }
 
 /// One worker process: accept, serve to the end, repeat, until asked to stop.
-fn worker(listener: &TcpListener, report: bool) -> Result<(), String> {
+fn worker(listener: &TcpListener, config: &ConnConfig, report: bool) -> Result<(), String> {
     shutdown::install();
     supervisor::ready();
     while !shutdown::requested() {
         match listener.accept() {
-            Ok((stream, _)) => serve(stream),
+            Ok((stream, _)) => serve(stream, config),
             Err(e) => match e.kind() {
                 io::ErrorKind::Interrupted
                 | io::ErrorKind::WouldBlock
@@ -102,7 +102,7 @@ fn worker(listener: &TcpListener, report: bool) -> Result<(), String> {
                 _ => {
                     // EMFILE/ENFILE and the like: back off instead of spinning.
                     eprintln!("{ARCH}: accept failed: {e}; backing off");
-                    std::thread::sleep(Duration::from_millis(100));
+                    std::thread::sleep(ACCEPT_BACKOFF);
                 }
             },
         }
@@ -114,11 +114,11 @@ fn worker(listener: &TcpListener, report: bool) -> Result<(), String> {
 }
 
 /// Serves one connection with blocking I/O until it closes or the worker must stop.
-fn serve(mut stream: TcpStream) {
+fn serve(mut stream: TcpStream, config: &ConnConfig) {
     // A client that reset the connection already is not worth reporting.
     let _ = listener::tune_accepted(&stream);
     let fd = stream.as_raw_fd();
-    let mut conn = Conn::new();
+    let mut conn = Conn::new(config);
     loop {
         match conn.process() {
             Progress::Read => {
@@ -164,8 +164,7 @@ fn serve(mut stream: TcpStream) {
                 // The blocking model's only way to wait: the whole worker sleeps.
                 std::thread::sleep(wait);
             }
-            // Forward never happens on a Conn::new() connection; closing is the safe answer.
-            Progress::Close | Progress::Forward => {
+            Progress::Close => {
                 flush(&mut stream, &mut conn);
                 if conn.should_linger() {
                     linger::blocking(stream);

@@ -24,7 +24,7 @@
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 
-use common::codec::Conn;
+use common::codec::{Answer, ConnConfig};
 use common::evloop::{Core, EventLoop, HOST_TOKENS};
 use common::{shutdown, stats, supervisor};
 use mio::event::Event;
@@ -43,9 +43,14 @@ struct Child {
 }
 
 /// Runs one child until it is asked to stop and its connections have finished.
-pub fn run(listener: std::net::TcpListener, report: bool) -> Result<(), String> {
+pub fn run(
+    listener: std::net::TcpListener,
+    config: ConnConfig,
+    report: bool,
+) -> Result<(), String> {
     shutdown::install();
-    let mut child = Child::new(listener).map_err(|e| format!("cannot start event loop: {e}"))?;
+    let mut child =
+        Child::new(listener, config).map_err(|e| format!("cannot start event loop: {e}"))?;
     supervisor::ready();
     child.run().map_err(|e| format!("event loop failed: {e}"))?;
     if report {
@@ -55,9 +60,9 @@ pub fn run(listener: std::net::TcpListener, report: bool) -> Result<(), String> 
 }
 
 impl Child {
-    fn new(listener: std::net::TcpListener) -> io::Result<Self> {
-        // Conn::new: connections answer their requests here, nothing is forwarded.
-        let core = Core::new(listener, Conn::new, crate::ARCH)?;
+    fn new(listener: std::net::TcpListener, config: ConnConfig) -> io::Result<Self> {
+        // Core<Answer>: connections answer their requests here, nothing is forwarded.
+        let core = Core::new(listener, config, crate::ARCH)?;
         let (wake_tx, mut wake) = pipe::new()?;
         core.poll
             .registry()
@@ -72,6 +77,8 @@ impl Child {
 }
 
 impl EventLoop for Child {
+    type Mode = Answer;
+
     fn core(&mut self) -> &mut Core {
         &mut self.core
     }

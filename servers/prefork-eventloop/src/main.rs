@@ -107,7 +107,7 @@ fn main() {
             }
         };
         let listener = listener.try_clone().map_err(|e| e.to_string())?;
-        event_loop::run(listener, report)
+        event_loop::run(listener, config.conn, report)
     })
     .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
     cli::announce(

@@ -134,6 +134,7 @@ fn main() {
         let setup = Setup {
             id,
             listener,
+            conn: config.conn,
             unix: if id == 0 { unix.take() } else { None },
             peers: peers.clone(),
             inbox,
@@ -256,9 +257,9 @@ fn start_manager(
 /// The manager process: the common supervisor over the worker processes.
 fn manager(config: &Config, socket: &str, reactors: usize, report_to: OwnedFd) -> i32 {
     let socket = socket.to_string();
-    let stats = config.stats;
+    let (stats, handler) = (config.stats, config.conn.handler);
     let started = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |index| {
-        worker::run(index, &socket, reactors, stats)
+        worker::run(index, &socket, reactors, handler, stats)
     });
     let sup = match started {
         Ok(s) => s,

@@ -1,6 +1,6 @@
 //! A reactor thread: owns client connections and links to every worker.
 //!
-//! Client connections are `common::evconn::EvConn`s built with `Conn::forwarding()`: the
+//! Client connections are `common::evconn::EvConn`s in [`Forward`] mode: the
 //! shared codec parses, and each complete request comes out as [`Next::Forward`]. The
 //! reactor frames it, picks a worker with the `--dispatch` rule, and writes it to that
 //! worker's link; the response frame coming back is delivered to the connection, which
@@ -20,7 +20,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use common::codec::Conn;
+use common::codec::{ConnConfig, Forward};
 use common::evloop::{Backoff, Core, EventLoop};
 use common::response::Response;
 use mio::event::Event;
@@ -73,6 +73,8 @@ pub type LinkHandoff = (usize, std::os::unix::net::UnixStream);
 pub struct Setup {
     pub id: usize,
     pub listener: std::net::TcpListener,
+    /// What each client connection's (forwarding) codec is built from.
+    pub conn: ConnConfig,
     /// Reactor 0 accepts the workers' connections and hands each to its reactor.
     pub unix: Option<std::os::unix::net::UnixListener>,
     pub peers: Vec<(mpsc::Sender<LinkHandoff>, Arc<Waker>)>,
@@ -89,7 +91,7 @@ pub struct Setup {
 pub struct Reactor {
     id: usize,
     /// Poller, client listener, client connections (forwarding codecs), stopping flag.
-    core: Core,
+    core: Core<Forward>,
     unix: Option<UnixListener>,
     /// Accept errors on `unix` (EMFILE under a connection flood) retry on a timer.
     unix_backoff: Backoff,
@@ -111,7 +113,7 @@ fn token(key: usize, id: u64) -> u64 {
 
 impl Reactor {
     pub fn new(setup: Setup) -> io::Result<Self> {
-        let core = Core::with_poll(setup.poll, setup.listener, Conn::forwarding, crate::ARCH)?;
+        let core = Core::with_poll(setup.poll, setup.listener, setup.conn, crate::ARCH)?;
         let unix = match setup.unix {
             Some(u) => {
                 u.set_nonblocking(true)?;
@@ -430,7 +432,9 @@ impl Reactor {
 }
 
 impl EventLoop for Reactor {
-    fn core(&mut self) -> &mut Core {
+    type Mode = Forward;
+
+    fn core(&mut self) -> &mut Core<Forward> {
         &mut self.core
     }
 

@@ -6,13 +6,19 @@ use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
 
-use common::routes::{self, Reply};
+use common::handler::{Handler, Reply};
 use common::{shutdown, stats, supervisor};
 
 use crate::ipc;
 
 /// Runs worker `index` until stopped or until the master goes away.
-pub fn run(index: usize, socket: &str, reactors: usize, report: bool) -> Result<(), String> {
+pub fn run(
+    index: usize,
+    socket: &str,
+    reactors: usize,
+    handler: Handler,
+    report: bool,
+) -> Result<(), String> {
     shutdown::install();
     let addr = SocketAddr::from_abstract_name(socket.as_bytes()).map_err(|e| e.to_string())?;
     let mut links = Vec::with_capacity(reactors);
@@ -25,7 +31,6 @@ pub fn run(index: usize, socket: &str, reactors: usize, report: bool) -> Result<
         links.push(link);
     }
     supervisor::ready();
-    let handler = routes::handler();
     let mut out = Vec::new();
     'serve: while !shutdown::requested() {
         let mut fds: Vec<libc::pollfd> = links

@@ -50,8 +50,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::cli::{self, ServerArgs};
-use common::codec::{Conn, Progress};
-use common::listener::{self, ListenOptions};
+use common::codec::{Conn, ConnConfig, Progress};
+use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
 use common::shutdown::{self, ConnRegistry, Registration};
 use common::{linger, stats};
 use futures_lite::AsyncWriteExt;
@@ -119,10 +119,11 @@ fn main() {
         let ready_tx = ready_tx.clone();
         let backlog = config.backlog;
         let receive = args.receive;
+        let conn_config = config.conn;
         let spawned = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
             .io_memory(IO_MEMORY)
-            .spawn(move || shard(index, addr, backlog, receive, ready_tx));
+            .spawn(move || shard(index, addr, backlog, receive, conn_config, ready_tx));
         match spawned {
             Ok(handle) => shards.push(handle),
             Err(e) => cli::fail(
@@ -220,6 +221,7 @@ async fn shard(
     addr: SocketAddr,
     backlog: i32,
     receive: Receive,
+    config: ConnConfig,
     ready: mpsc::Sender<Result<Ready, String>>,
 ) {
     stats::set_worker_index(index);
@@ -247,7 +249,7 @@ async fn shard(
         multishot,
     }));
     while !conns.stopping() {
-        if conns.live() >= common::cli::max_conns() {
+        if conns.live() >= config.max_conns {
             // At --max-conns: leave new connections in the listen queue for a while.
             glommio::timer::sleep(Duration::from_millis(10)).await;
             continue;
@@ -256,12 +258,12 @@ async fn shard(
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
                 let entry = conns.register(stream.as_raw_fd());
-                glommio::spawn_local(serve(stream, entry)).detach();
+                glommio::spawn_local(serve(stream, entry, config)).detach();
             }
             Err(_) if conns.stopping() => break,
             Err(e) => {
                 eprintln!("{ARCH}: shard {index}: accept failed: {e}; backing off");
-                glommio::timer::sleep(Duration::from_millis(100)).await;
+                glommio::timer::sleep(ACCEPT_BACKOFF).await;
             }
         }
     }
@@ -272,8 +274,8 @@ async fn shard(
 }
 
 /// One connection, for its whole life on this shard.
-async fn serve(mut stream: TcpStream, entry: Registration) {
-    let mut conn = Conn::new();
+async fn serve(mut stream: TcpStream, entry: Registration, config: ConnConfig) {
+    let mut conn = Conn::new(&config);
     let mut rx = RingRecv::new(&stream);
     loop {
         let progress = conn.process();
@@ -283,7 +285,7 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
         let flushed = entry
             .flush(&mut conn, async |out| stream.write_all(out).await)
             .await;
-        if flushed.is_err() && !matches!(progress, Progress::Close | Progress::Forward) {
+        if flushed.is_err() && progress != Progress::Close {
             return;
         }
         match progress {
@@ -304,8 +306,7 @@ async fn serve(mut stream: TcpStream, entry: Registration) {
             Progress::Wait(wait) => {
                 glommio::timer::sleep(wait).await;
             }
-            // Forward never happens on a Conn::new() connection; closing is the safe answer.
-            Progress::Close | Progress::Forward => {
+            Progress::Close => {
                 let _ = stream.shutdown(Shutdown::Write).await;
                 if conn.should_linger() {
                     drain(&mut stream, &mut rx).await;

@@ -27,7 +27,8 @@
 //!   refused (`EINVAL`), every connection uses glommio's path, as before.
 //!
 //! Everything is per shard (thread-local): the pool, the slot table, the handler glommio
-//! calls for completions (`glommio::uring_ext`, the one patch made to glommio).
+//! calls for completions (`glommio::uring_ext`, one of the patches to glommio listed in
+//! `vendor/glommio/PATCHES.md`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;

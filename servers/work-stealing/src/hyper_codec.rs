@@ -15,9 +15,9 @@
 
 use std::convert::Infallible;
 
-use common::codec::{Method, Request, Version, MAX_BODY, MAX_HEAD, MAX_HEADERS};
+use common::codec::{ConnConfig, Method, Request, Version, MAX_BODY, MAX_HEAD, MAX_HEADERS};
 use common::response::Response as Reply;
-use common::{routes, stats};
+use common::stats;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, SERVER};
@@ -31,7 +31,7 @@ type HyperResponse = hyper::Response<Full<Bytes>>;
 
 /// Serves one connection with hyper until it closes, or until a stop, which lets an
 /// in-flight request finish (hyper's graceful shutdown) and closes an idle connection.
-pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>) {
+pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>, config: ConnConfig) {
     stats::connection();
     let mut builder = http1::Builder::new();
     // hyper's own head timeout: it closes (without a 408) a connection whose next head
@@ -41,9 +41,10 @@ pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>) {
         .max_headers(MAX_HEADERS)
         .keep_alive(true)
         .timer(TokioTimer::new())
-        .header_read_timeout(common::codec::timeouts().header);
-    let stream = WriteDeadline::new(stream, common::codec::timeouts().idle);
-    let conn = builder.serve_connection(TokioIo::new(stream), service_fn(handle));
+        .header_read_timeout(config.timeouts.header);
+    let stream = WriteDeadline::new(stream, config.timeouts.idle);
+    let service = service_fn(move |req| handle(req, config));
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);
     let stopped = tokio::select! {
         _ = conn.as_mut() => false,
@@ -55,7 +56,10 @@ pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>) {
     }
 }
 
-async fn handle(req: hyper::Request<Incoming>) -> Result<HyperResponse, Infallible> {
+async fn handle(
+    req: hyper::Request<Incoming>,
+    config: ConnConfig,
+) -> Result<HyperResponse, Infallible> {
     stats::request();
     let method = match *req.method() {
         hyper::Method::GET => Method::Get,
@@ -85,7 +89,7 @@ async fn handle(req: hyper::Request<Incoming>) -> Result<HyperResponse, Infallib
         return Ok(reject(413, "request body over 1 MiB"));
     }
     // The framework stack builds its own header map from these; the raw stack skips it.
-    let headers: Vec<(String, String)> = if routes::stack() == routes::Stack::Framework {
+    let headers: Vec<(String, String)> = if config.capture_headers {
         req.headers()
             .iter()
             .map(|(n, v)| {
@@ -120,12 +124,12 @@ async fn handle(req: hyper::Request<Incoming>) -> Result<HyperResponse, Infallib
     let Some(mut request) = Request::new(method, version, &target) else {
         return Ok(reject(400, "invalid request target"));
     };
-    if routes::stack() == routes::Stack::Framework {
+    if config.capture_headers {
         for (name, value) in &headers {
             request.push_header(name, value);
         }
     }
-    let reply = (routes::handler())(&request);
+    let reply = (config.handler)(&request);
     if let Some(wait) = reply.wait {
         tokio::time::sleep(wait).await;
     }

@@ -48,8 +48,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use common::cli::{self, Config, ServerArgs};
-use common::codec::{Conn, Progress};
-use common::listener::{self, ListenOptions};
+use common::codec::{Conn, ConnConfig, Progress};
+use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
 use common::shutdown::{ConnRegistry, Registration};
 use common::{linger, stats, supervisor};
 use std::os::fd::AsRawFd;
@@ -158,7 +158,7 @@ async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
             sweeper.sweep(std::time::Instant::now());
         }
     });
-    let accept = tokio::spawn(accept_loop(listener, stop_rx, codec, conns));
+    let accept = tokio::spawn(accept_loop(listener, stop_rx, codec, config.conn, conns));
     cli::announce(
         ARCH,
         addr,
@@ -196,11 +196,12 @@ async fn accept_loop(
     listener: TcpListener,
     mut stop: watch::Receiver<bool>,
     codec: Codec,
+    config: ConnConfig,
     conns: Arc<ConnRegistry>,
 ) {
     // --max-conns, as mini-redis does it: a permit per connection, taken before accepting,
     // so at the limit new connections wait in the listen queue.
-    let permits = Arc::new(tokio::sync::Semaphore::new(common::cli::max_conns()));
+    let permits = Arc::new(tokio::sync::Semaphore::new(config.max_conns));
     loop {
         let permit = tokio::select! {
             biased;
@@ -223,12 +224,12 @@ async fn accept_loop(
                     Codec::Shared => {
                         let entry = conns.register(stream.as_raw_fd());
                         tokio::spawn(async move {
-                            serve(stream, stop, entry).await;
+                            serve(stream, stop, entry, &config).await;
                             drop(permit);
                         })
                     }
                     Codec::Hyper => tokio::spawn(async move {
-                        hyper_codec::serve(stream, stop).await;
+                        hyper_codec::serve(stream, stop, config).await;
                         drop(permit);
                     }),
                 };
@@ -237,15 +238,20 @@ async fn accept_loop(
             Err(e) => {
                 // EMFILE/ENFILE: back off rather than spin on a full descriptor table.
                 eprintln!("{ARCH}: accept failed: {e}; backing off");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
         }
     }
 }
 
 /// One connection with the shared codec: read, process, write, until close or stop.
-async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Registration) {
-    let mut conn = Conn::new();
+async fn serve(
+    mut stream: TcpStream,
+    mut stop: watch::Receiver<bool>,
+    entry: Registration,
+    config: &ConnConfig,
+) {
+    let mut conn = Conn::new(config);
     loop {
         let progress = conn.process();
         // What the codec produced goes out first, whatever comes next. A failed write ends
@@ -254,7 +260,7 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Re
         let flushed = entry
             .flush(&mut conn, async |out| stream.write_all(out).await)
             .await;
-        if flushed.is_err() && !matches!(progress, Progress::Close | Progress::Forward) {
+        if flushed.is_err() && progress != Progress::Close {
             return;
         }
         match progress {
@@ -282,8 +288,7 @@ async fn serve(mut stream: TcpStream, mut stop: watch::Receiver<bool>, entry: Re
             Progress::Wait(wait) => {
                 tokio::time::sleep(wait).await;
             }
-            // Forward never happens on a Conn::new() connection; closing is the safe answer.
-            Progress::Close | Progress::Forward => {
+            Progress::Close => {
                 let _ = stream.shutdown().await;
                 if conn.should_linger() {
                     drain(&mut stream).await;

@@ -1,5 +1,12 @@
 //! The HTTP/1.x codec: one [`Conn`] per client connection, shared by every server.
 //!
+//! It knows the protocol and nothing of the application: a connection is built from one
+//! [`ConnConfig`] (the [`Handler`] to call, timeouts, limits) that the server passes down,
+//! and whether it answers its requests itself or hands them on is its [`Mode`] type.
+//!
+//! - [`head`] parses and checks a request head; [`chunked`] decodes a chunked body; this
+//!   file is the connection state machine that strings them together with the buffers.
+//!
 //! `Conn` is *sans-I/O*: it owns an input buffer the runtime reads into and an output buffer
 //! the runtime writes from, and a state machine in between. The runtime's loop is always the
 //! same three steps, whatever the architecture:
@@ -33,12 +40,19 @@
 //!   [`MAX_HEAD`] or over [`MAX_HEADERS`] fields; 501 method other than GET/HEAD/POST;
 //!   505 HTTP version other than 1.0/1.1. Nothing here panics on any input.
 
-use std::sync::OnceLock;
+mod chunked;
+mod head;
+
 use std::time::{Duration, Instant};
 
+use self::chunked::Chunked;
+use self::head::BodyFraming;
+use crate::handler::{Handler, Reply};
+
 use crate::response::{self, Framing, Response};
-use crate::routes::{self, Handler};
 use crate::stats;
+
+pub use crate::request::{Method, Request, Version};
 
 /// Largest request head (request line + fields) accepted: 8 KiB, as nginx and most servers.
 pub const MAX_HEAD: usize = 8 * 1024;
@@ -46,10 +60,6 @@ pub const MAX_HEAD: usize = 8 * 1024;
 pub const MAX_HEADERS: usize = 64;
 /// Largest request body accepted (read and discarded): 1 MiB.
 pub const MAX_BODY: u64 = 1024 * 1024;
-/// Longest chunk-size line (size and extensions) accepted.
-const MAX_CHUNK_LINE: usize = 1024;
-/// Most trailer bytes accepted after a chunked body.
-const MAX_TRAILERS: usize = 8 * 1024;
 
 /// The input buffer starts small — idle keep-alive connections are the common case and
 /// their memory is one of the things archzoo measures — and grows only for large heads.
@@ -70,7 +80,8 @@ pub struct Timeouts {
     /// From the first byte of a request head to its end, and between reads of a body: a
     /// slowloris client gets a 408 and the close after this long.
     pub header: Duration,
-    /// Between requests on a keep-alive connection: closed after this long.
+    /// Between requests on a keep-alive connection: closed after this long. Also how long
+    /// a peer may refuse to read what it asked for before it is dropped.
     pub idle: Duration,
 }
 
@@ -83,126 +94,38 @@ impl Default for Timeouts {
     }
 }
 
-static TIMEOUTS: OnceLock<Timeouts> = OnceLock::new();
-
-/// Sets the timeouts for this process (once, before workers start).
-pub fn set_timeouts(timeouts: Timeouts) {
-    let _ = TIMEOUTS.set(timeouts);
+/// Everything a connection needs to know about the server it belongs to, in one small
+/// value: `ServerArgs::resolve` builds it from the flags, each server passes it down to
+/// every connection it makes (as mini-redis passes its `Db` into `run`). Nothing in the
+/// codec reads a global, so two connections with different settings can live in one
+/// process — the codec's tests are built that way.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnConfig {
+    /// What answers a request (`--stack` chooses it).
+    pub handler: Handler,
+    /// Keep each request's header fields for the handler (the framework stack builds its
+    /// owned header map from them); the raw stack does without and allocates nothing.
+    pub capture_headers: bool,
+    pub timeouts: Timeouts,
+    /// `--max-conns`: connections one worker holds before it stops accepting. The codec
+    /// does not count connections; it travels here so that each server's accept loop gets
+    /// it from the same value as its connections.
+    pub max_conns: usize,
 }
 
-/// The timeouts in force.
-pub fn timeouts() -> Timeouts {
-    TIMEOUTS.get().copied().unwrap_or_default()
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Head,
-    Post,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
-    Http10,
-    Http11,
-}
-
-/// The parsed request the handler sees. Its target string is reused from request to
-/// request, so steady-state parsing allocates nothing.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub method: Method,
-    pub version: Version,
-    target: String,
-    /// Byte range of the path inside `target` (absolute-form targets carry a scheme and
-    /// authority in front of it).
-    path: (usize, usize),
-    /// Header fields as sent, captured only for stacks that want them (the framework
-    /// layer builds its owned header map from these); empty on the raw stack.
-    headers: Vec<(String, String)>,
-}
-
-impl Request {
-    fn empty() -> Self {
-        Request {
-            method: Method::Get,
-            version: Version::Http11,
-            target: String::new(),
-            path: (0, 0),
-            headers: Vec::new(),
+impl ConnConfig {
+    /// `handler` with the default timeouts and limits.
+    pub fn new(handler: Handler) -> Self {
+        ConnConfig {
+            handler,
+            capture_headers: false,
+            timeouts: Timeouts::default(),
+            max_conns: 10_000,
         }
     }
-
-    /// Builds a request outside a connection (tests, and handlers that forward requests).
-    pub fn new(method: Method, version: Version, target: &str) -> Option<Self> {
-        let mut r = Request::empty();
-        r.method = method;
-        r.version = version;
-        r.set_target(target).then_some(r)
-    }
-
-    /// Stores the target and locates its path; false if it is neither origin-form
-    /// (`/path?query`) nor absolute-form (`http://host/path?query`).
-    fn set_target(&mut self, target: &str) -> bool {
-        self.target.clear();
-        self.target.push_str(target);
-        let path_start = if target.starts_with('/') {
-            0
-        } else {
-            let lower = target.get(..8).unwrap_or(target).to_ascii_lowercase();
-            let after_scheme = if lower.starts_with("http://") {
-                7
-            } else if lower.starts_with("https://") {
-                8
-            } else {
-                return false;
-            };
-            match target[after_scheme..].find('/') {
-                Some(i) => after_scheme + i,
-                None => target.len(), // "http://host" means path "/"
-            }
-        };
-        let path_end = target[path_start..]
-            .find('?')
-            .map_or(target.len(), |i| path_start + i);
-        self.path = (path_start, path_end);
-        true
-    }
-
-    /// The request target exactly as sent.
-    pub fn target(&self) -> &str {
-        &self.target
-    }
-
-    /// The path, without query; `/` for an absolute-form target with no path.
-    pub fn path(&self) -> &str {
-        let p = &self.target[self.path.0..self.path.1];
-        if p.is_empty() {
-            "/"
-        } else {
-            p
-        }
-    }
-
-    /// The query string after `?`, if any.
-    pub fn query(&self) -> Option<&str> {
-        let rest = &self.target[self.path.1..];
-        rest.strip_prefix('?')
-    }
-
-    /// Captured header fields (see [`Conn::capture_headers`]).
-    pub fn headers(&self) -> &[(String, String)] {
-        &self.headers
-    }
-
-    /// Adds a header field (for runtimes that parse with another library, such as hyper).
-    pub fn push_header(&mut self, name: &str, value: &str) {
-        self.headers.push((name.to_string(), value.to_string()));
-    }
 }
 
-/// What the runtime must do next for this connection.
+/// What the runtime must do next for a connection that answers its own requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
     /// Write out [`Conn::output`] if non-empty, then read more bytes and call `process`.
@@ -212,10 +135,77 @@ pub enum Progress {
     Wait(Duration),
     /// Write out what is buffered, then close the connection.
     Close,
-    /// A connection built with [`Conn::forwarding`] has a complete request for someone
-    /// else to handle: send [`Conn::request`] on, write out what is buffered, and call
+}
+
+/// What the runtime must do next for a connection in either mode: a [`Progress`], or —
+/// only from a [`Forward`] connection — a complete request for someone else to handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Read,
+    Wait(Duration),
+    Close,
+    /// Send [`Conn::request`] on, write out what is buffered, and call
     /// [`Conn::deliver`] with the response when it comes back.
     Forward,
+}
+
+impl From<Progress> for Step {
+    fn from(p: Progress) -> Step {
+        match p {
+            Progress::Read => Step::Read,
+            Progress::Wait(d) => Step::Wait(d),
+            Progress::Close => Step::Close,
+        }
+    }
+}
+
+/// Who answers the requests a connection parses: the connection itself ([`Answer`]), or
+/// another process ([`Forward`]). A type rather than a flag, so that a server whose
+/// connections answer themselves is never handed a forwarded request to deal with: its
+/// [`Conn::process`] returns a [`Progress`], which has no such case.
+pub trait Mode: private::Sealed {
+    /// What [`Conn::process`] returns in this mode.
+    type Next: From<Progress> + Into<Step> + Copy + std::fmt::Debug + PartialEq;
+    /// The mode a connection built from `config` gets.
+    fn from_config(config: &ConnConfig) -> Self;
+    /// Runs the handler on `req`, or says that the request goes elsewhere.
+    fn dispatch(&self, req: &Request) -> Result<Reply, Self::Next>;
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for super::Answer {}
+    impl Sealed for super::Forward {}
+}
+
+/// Requests are answered by the connection's own [`Handler`].
+#[derive(Debug, Clone, Copy)]
+pub struct Answer(Handler);
+
+/// Requests are handed on, one at a time and in order (see [`Step::Forward`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Forward;
+
+impl Mode for Answer {
+    type Next = Progress;
+    fn from_config(config: &ConnConfig) -> Self {
+        Answer(config.handler)
+    }
+    #[inline]
+    fn dispatch(&self, req: &Request) -> Result<Reply, Progress> {
+        Ok((self.0)(req))
+    }
+}
+
+impl Mode for Forward {
+    type Next = Step;
+    fn from_config(_: &ConnConfig) -> Self {
+        Forward
+    }
+    #[inline]
+    fn dispatch(&self, _: &Request) -> Result<Reply, Step> {
+        Err(Step::Forward)
+    }
 }
 
 /// Why a request is refused: the status and a short explanation for the body.
@@ -240,7 +230,7 @@ enum State {
 }
 
 /// One client connection's protocol state and buffers.
-pub struct Conn {
+pub struct Conn<M: Mode = Answer> {
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -254,57 +244,24 @@ pub struct Conn {
     last_read: Instant,
     /// When the first byte of the request head being received arrived.
     head_since: Option<Instant>,
-    /// None: requests are forwarded, not handled here (see [`Conn::forwarding`]).
-    handler: Option<Handler>,
+    mode: M,
     capture_headers: bool,
+    timeouts: Timeouts,
 }
 
-impl Default for Conn {
-    fn default() -> Self {
-        Conn::new()
-    }
-}
-
-impl Conn {
-    /// A new connection served by the configured stack (`--stack`). Counts as a
+impl Conn<Answer> {
+    /// A new connection that answers its requests with `config.handler`. Counts as a
     /// connection in `--stats`.
-    pub fn new() -> Self {
-        let mut conn = Conn::with_handler(routes::handler());
-        conn.capture_headers = routes::stack() == routes::Stack::Framework;
-        conn
+    pub fn new(config: &ConnConfig) -> Self {
+        Conn::open(config)
     }
+}
 
-    /// A new connection served by `handler`.
-    pub fn with_handler(handler: Handler) -> Self {
-        stats::connection();
-        Conn {
-            buf: vec![0; INITIAL_BUF],
-            start: 0,
-            end: 0,
-            out: Vec::new(),
-            out_pos: 0,
-            state: State::Head,
-            req: Request::empty(),
-            keep_alive: true,
-            rejected: false,
-            last_read: Instant::now(),
-            head_since: None,
-            handler: Some(handler),
-            capture_headers: false,
-        }
-    }
-
+impl Conn<Forward> {
     /// A connection whose requests are handled elsewhere (another process): `process`
-    /// returns [`Progress::Forward`] for each complete request instead of calling a handler.
-    pub fn forwarding() -> Self {
-        let mut conn = Conn::new();
-        conn.handler = None;
-        conn
-    }
-
-    /// The request being handled or forwarded.
-    pub fn request(&self) -> &Request {
-        &self.req
+    /// returns [`Step::Forward`] for each complete request instead of calling a handler.
+    pub fn forwarding(config: &ConnConfig) -> Self {
+        Conn::open(config)
     }
 
     /// The response to the forwarded request; call `process` next to send it.
@@ -317,6 +274,41 @@ impl Conn {
     /// True while a forwarded request waits for its response.
     pub fn is_forwarded(&self) -> bool {
         matches!(self.state, State::Forwarded)
+    }
+}
+
+impl<M: Mode> Conn<M> {
+    /// A new connection in mode `M` (for code generic over the mode, such as the shared
+    /// epoll loop). Counts as a connection in `--stats`.
+    pub fn open(config: &ConnConfig) -> Self {
+        stats::connection();
+        let mode = M::from_config(config);
+        Conn {
+            buf: vec![0; INITIAL_BUF],
+            start: 0,
+            end: 0,
+            out: Vec::new(),
+            out_pos: 0,
+            state: State::Head,
+            req: Request::empty(),
+            keep_alive: true,
+            rejected: false,
+            last_read: Instant::now(),
+            head_since: None,
+            mode,
+            capture_headers: config.capture_headers,
+            timeouts: config.timeouts,
+        }
+    }
+
+    /// The request being handled or forwarded.
+    pub fn request(&self) -> &Request {
+        &self.req
+    }
+
+    /// The timeouts this connection keeps (for runtimes that arm their own timers).
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
     }
 
     /// Free space to read into; never empty while the connection may still read.
@@ -349,11 +341,31 @@ impl Conn {
         self.end = (self.end + n).min(self.buf.len());
     }
 
+    /// Copies as much of `bytes` into the input as it has room for, as if read from the
+    /// socket, and returns how much it took (for runtimes that receive into their own
+    /// buffers, and for tests). Less than all of it means: call `process`, then feed the
+    /// rest — the buffer does not grow past its bound to take a flood.
+    pub fn feed(&mut self, mut bytes: &[u8]) -> usize {
+        let mut taken = 0;
+        while !bytes.is_empty() {
+            let space = self.read_buf();
+            let n = space.len().min(bytes.len());
+            if n == 0 {
+                break;
+            }
+            space[..n].copy_from_slice(&bytes[..n]);
+            self.filled(n);
+            bytes = &bytes[n..];
+            taken += n;
+        }
+        taken
+    }
+
     /// The instant after which the connection has waited too long for its peer: the idle
     /// timeout between requests, the header timeout inside a request (head or body). None
     /// while the server owes the next move (a handler runs, waits, or a response is due).
     pub fn read_deadline(&self) -> Option<Instant> {
-        let t = timeouts();
+        let t = self.timeouts;
         match self.state {
             State::Head if self.start == self.end && self.head_since.is_none() => {
                 Some(self.last_read + t.idle)
@@ -394,18 +406,6 @@ impl Conn {
         }
     }
 
-    /// Appends `bytes` to the input, as if read from the socket (for runtimes that receive
-    /// into their own buffers, and for tests).
-    pub fn feed(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            let space = self.read_buf();
-            let n = space.len().min(bytes.len());
-            space[..n].copy_from_slice(&bytes[..n]);
-            self.filled(n);
-            bytes = &bytes[n..];
-        }
-    }
-
     /// Bytes produced and not yet written to the socket.
     pub fn output(&self) -> &[u8] {
         &self.out[self.out_pos..]
@@ -433,24 +433,24 @@ impl Conn {
     }
 
     /// Handles everything the buffer holds and says what the runtime must do next.
-    pub fn process(&mut self) -> Progress {
+    pub fn process(&mut self) -> M::Next {
         loop {
             match std::mem::replace(&mut self.state, State::Closed) {
-                State::Closed => return Progress::Close,
+                State::Closed => return Progress::Close.into(),
                 State::Head => match self.parse_head() {
                     Ok(Some(next)) => self.state = next,
                     Ok(None) => {
                         self.state = State::Head;
-                        return Progress::Read;
+                        return Progress::Read.into();
                     }
-                    Err(reject) => return self.reject(reject),
+                    Err(reject) => return self.reject(reject).into(),
                 },
                 State::Length(remaining) => {
                     let take = remaining.min((self.end - self.start) as u64);
                     self.start += take as usize;
                     if remaining > take {
                         self.state = State::Length(remaining - take);
-                        return Progress::Read;
+                        return Progress::Read.into();
                     }
                     self.state = State::Dispatch;
                 }
@@ -461,30 +461,36 @@ impl Conn {
                         Ok(true) => self.state = State::Dispatch,
                         Ok(false) => {
                             self.state = State::Chunked(chunked);
-                            return Progress::Read;
+                            return Progress::Read.into();
                         }
-                        Err(reject) => return self.reject(reject),
+                        Err(reject) => return self.reject(reject).into(),
                     }
                 }
                 State::Forwarded => {
+                    // Nothing moves until the forwarded request's response is delivered;
+                    // only a Forward connection gets here, and its dispatch says so.
                     self.state = State::Forwarded;
-                    return Progress::Forward;
-                }
-                State::Dispatch => {
-                    let Some(handler) = self.handler else {
-                        self.state = State::Forwarded;
-                        return Progress::Forward;
-                    };
-                    stats::request();
-                    let reply = handler(&self.req);
-                    match reply.wait {
-                        Some(wait) if !wait.is_zero() => {
-                            self.state = State::Waiting(reply.response);
-                            return Progress::Wait(wait);
-                        }
-                        _ => self.respond(&reply.response),
+                    if let Err(next) = self.mode.dispatch(&self.req) {
+                        return next;
                     }
+                    return Progress::Read.into();
                 }
+                State::Dispatch => match self.mode.dispatch(&self.req) {
+                    Err(next) => {
+                        self.state = State::Forwarded;
+                        return next;
+                    }
+                    Ok(reply) => {
+                        stats::request();
+                        match reply.wait {
+                            Some(wait) if !wait.is_zero() => {
+                                self.state = State::Waiting(reply.response);
+                                return Progress::Wait(wait).into();
+                            }
+                            _ => self.respond(&reply.response),
+                        }
+                    }
+                },
                 State::Waiting(response) => {
                     // The idle clock starts when a delayed response goes out.
                     self.last_read = Instant::now();
@@ -547,328 +553,51 @@ impl Conn {
         if bytes.is_empty() || bytes == b"\r" {
             return Ok(None);
         }
-        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Request::new(&mut fields);
-        let head_len = match parsed.parse(bytes) {
-            Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => n,
-            Ok(httparse::Status::Complete(_)) => return Err(too_large(bytes)),
-            Ok(httparse::Status::Partial) if bytes.len() >= MAX_HEAD => {
-                return Err(too_large(bytes))
-            }
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(httparse::Error::TooManyHeaders) => {
-                return Err(Reject(431, "more than 64 header fields"))
-            }
-            Err(httparse::Error::Version) => return Err(bad_version(bytes)),
-            Err(_) => return Err(Reject(400, "malformed request line or header field")),
+        let Some(head) = head::parse(bytes, &mut self.req, self.capture_headers)? else {
+            return Ok(None);
         };
-
-        // httparse accepts a bare LF as a line end (RFC 9112 §2.2 allows it); archzoo
-        // does not, since parsers that disagree on line ends are how requests get
-        // smuggled past a proxy.
-        if bare_lf(&bytes[..head_len]) {
-            return Err(Reject(
-                400,
-                "bare LF in the request head (lines end with CRLF)",
-            ));
-        }
-        let method = match parsed.method.unwrap_or("") {
-            "GET" => Method::Get,
-            "HEAD" => Method::Head,
-            "POST" => Method::Post,
-            _ => return Err(Reject(501, "only GET, HEAD and POST are implemented")),
-        };
-        let version = match parsed.version {
-            Some(0) => Version::Http10,
-            _ => Version::Http11,
-        };
-
-        let mut content_length: Option<&[u8]> = None;
-        let mut lengths = 0;
-        let mut encoding: Option<&[u8]> = None;
-        let mut encodings = 0;
-        let mut hosts = 0;
-        let mut close = false;
-        let mut keep_alive = false;
-        let mut expect_continue = false;
-        for field in parsed.headers.iter() {
-            // Dispatch on the name's length first: most fields are skipped after one compare.
-            let name = field.name;
-            match name.len() {
-                14 if name.eq_ignore_ascii_case("content-length") => {
-                    lengths += 1;
-                    content_length = Some(field.value);
-                }
-                17 if name.eq_ignore_ascii_case("transfer-encoding") => {
-                    encodings += 1;
-                    encoding = Some(field.value);
-                }
-                4 if name.eq_ignore_ascii_case("host") => hosts += 1,
-                10 if name.eq_ignore_ascii_case("connection") => {
-                    for token in field.value.split(|&b| b == b',') {
-                        let token = token.trim_ascii();
-                        close |= token.eq_ignore_ascii_case(b"close");
-                        keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-                    }
-                }
-                6 if name.eq_ignore_ascii_case("expect") => {
-                    expect_continue = field
-                        .value
-                        .trim_ascii()
-                        .eq_ignore_ascii_case(b"100-continue");
-                }
-                _ => {}
-            }
-        }
-
-        if encodings > 0 {
-            if version == Version::Http10 {
-                return Err(Reject(400, "Transfer-Encoding is not defined for HTTP/1.0"));
-            }
-            if encodings > 1 {
-                return Err(Reject(400, "repeated Transfer-Encoding"));
-            }
-            if lengths > 0 {
-                return Err(Reject(400, "both Content-Length and Transfer-Encoding"));
-            }
-            if !encoding
-                .unwrap_or(b"")
-                .trim_ascii()
-                .eq_ignore_ascii_case(b"chunked")
-            {
-                return Err(Reject(400, "Transfer-Encoding other than chunked"));
-            }
-        }
-        let body_len = match content_length {
-            None => 0,
-            Some(_) if lengths > 1 => return Err(Reject(400, "repeated Content-Length")),
-            Some(value) => parse_length(value.trim_ascii())?,
-        };
-        if body_len > MAX_BODY {
-            return Err(Reject(413, "request body over 1 MiB"));
-        }
-        if version == Version::Http11 && hosts == 0 {
-            return Err(Reject(400, "HTTP/1.1 request without Host"));
-        }
-        if hosts > 1 {
-            return Err(Reject(400, "more than one Host field"));
-        }
-        if !self.req.set_target(parsed.path.unwrap_or("")) {
-            return Err(Reject(400, "invalid request target"));
-        }
-        self.req.method = method;
-        self.req.version = version;
-        self.req.headers.clear();
-        if self.capture_headers {
-            for field in parsed.headers.iter() {
-                let value = String::from_utf8_lossy(field.value).into_owned();
-                self.req.headers.push((field.name.to_string(), value));
-            }
-        }
-        self.keep_alive = match version {
-            Version::Http11 => !close,
-            Version::Http10 => keep_alive && !close,
-        };
-
-        self.start += head_len;
+        self.keep_alive = head.keep_alive;
+        self.start += head.len;
         self.head_since = None;
-        let has_body = encodings > 0 || body_len > 0;
         // A client that sent `Expect: 100-continue` waits for this before sending the body
         // (curl does for bodies over 1 KiB); one that already sent it loses nothing.
-        if has_body && expect_continue && version == Version::Http11 && self.start == self.end {
+        if head.expect_continue && self.start == self.end {
             self.out.extend_from_slice(CONTINUE);
         }
-        Ok(Some(if encodings > 0 {
-            State::Chunked(Chunked::default())
-        } else if body_len > 0 {
-            State::Length(body_len)
-        } else {
-            State::Dispatch
+        Ok(Some(match head.body {
+            BodyFraming::Chunked => State::Chunked(Chunked::default()),
+            BodyFraming::Length(n) => State::Length(n),
+            BodyFraming::None => State::Dispatch,
         }))
-    }
-}
-
-/// True if some LF in `head` is not preceded by CR.
-fn bare_lf(head: &[u8]) -> bool {
-    head.iter()
-        .enumerate()
-        .any(|(i, &b)| b == b'\n' && (i == 0 || head[i - 1] != b'\r'))
-}
-
-/// 414 when the request line alone overflows the head limit, else 431.
-fn too_large(bytes: &[u8]) -> Reject {
-    let limit = &bytes[..bytes.len().min(MAX_HEAD)];
-    if limit.contains(&b'\n') {
-        Reject(431, "request head over 8 KiB")
-    } else {
-        Reject(414, "request line over 8 KiB")
-    }
-}
-
-/// httparse reports any version but 1.0/1.1 as an error; 505 if the request line ends in
-/// something shaped like an HTTP version (HTTP/2.0, HTTP/1.2), else it is malformed: 400.
-fn bad_version(bytes: &[u8]) -> Reject {
-    let line = bytes.split(|&b| b == b'\n').next().unwrap_or(b"");
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let last = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
-    match last.strip_prefix(b"HTTP/") {
-        Some([d, ..]) if d.is_ascii_digit() => Reject(505, "only HTTP/1.0 and HTTP/1.1"),
-        _ => Reject(400, "malformed request line"),
-    }
-}
-
-/// Content-Length is 1*DIGIT (RFC 9110 §8.6): no sign, no list, no spaces inside.
-fn parse_length(value: &[u8]) -> Result<u64, Reject> {
-    const BAD: Reject = Reject(400, "invalid Content-Length");
-    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
-        return Err(BAD);
-    }
-    let mut n: u64 = 0;
-    for &d in value {
-        n = n
-            .checked_mul(10)
-            .and_then(|n| n.checked_add(u64::from(d - b'0')))
-            .ok_or(BAD)?;
-    }
-    Ok(n)
-}
-
-/// Where a chunked-body decoder stands (RFC 9112 §7.1).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Hex digits of the chunk size.
-    #[default]
-    Size,
-    /// Whitespace between the size and a `;` extension.
-    SizeSpace,
-    /// A chunk extension, up to CR.
-    Extension,
-    /// LF ending the size line.
-    SizeLf,
-    /// Chunk data being skipped.
-    Data,
-    /// CR after chunk data.
-    DataCr,
-    /// LF after chunk data.
-    DataLf,
-    /// Start of a trailer line, or the final CRLF.
-    TrailerStart,
-    /// Inside a trailer field line.
-    Trailer,
-    /// LF ending a trailer line.
-    TrailerLf,
-    /// LF of the final CRLF.
-    EndLf,
-}
-
-/// A chunked-body decoder that discards the data; strict about framing (CRLF only, hex
-/// sizes only, bounded lines), since lenient chunk parsing is how request smuggling starts.
-#[derive(Debug, Default, Clone)]
-struct Chunked {
-    phase: Phase,
-    /// Current chunk's size while parsing it; remaining bytes while in `Data`.
-    size: u64,
-    digits: u32,
-    line: usize,
-    total: u64,
-    trailers: usize,
-}
-
-impl Chunked {
-    /// Consumes from `input`; returns the bytes used and whether the body is complete.
-    fn advance(&mut self, input: &[u8]) -> (usize, Result<bool, Reject>) {
-        const BAD_SIZE: Reject = Reject(400, "invalid chunk size");
-        const BAD_FRAMING: Reject = Reject(400, "invalid chunked framing");
-        let mut i = 0;
-        while i < input.len() {
-            if self.phase == Phase::Data {
-                let take = self.size.min((input.len() - i) as u64);
-                i += take as usize;
-                self.size -= take;
-                if self.size == 0 {
-                    self.phase = Phase::DataCr;
-                }
-                continue;
-            }
-            let b = input[i];
-            i += 1;
-            let next = match (self.phase, b) {
-                (Phase::Size, _) if b.is_ascii_hexdigit() => {
-                    self.digits += 1;
-                    if self.digits > 16 {
-                        return (i, Err(BAD_SIZE));
-                    }
-                    self.size = (self.size << 4) | u64::from(hex_value(b));
-                    Phase::Size
-                }
-                (Phase::Size, b'\r') if self.digits > 0 => Phase::SizeLf,
-                (Phase::Size, b';') if self.digits > 0 => Phase::Extension,
-                (Phase::Size | Phase::SizeSpace, b' ' | b'\t') if self.digits > 0 => {
-                    Phase::SizeSpace
-                }
-                (Phase::SizeSpace, b';') => Phase::Extension,
-                (Phase::Size | Phase::SizeSpace, _) => return (i, Err(BAD_SIZE)),
-                (Phase::Extension, b'\r') => Phase::SizeLf,
-                (Phase::Extension, _) if b == b'\t' || (b >= 0x20 && b != 0x7f) => {
-                    self.line += 1;
-                    if self.line > MAX_CHUNK_LINE {
-                        return (i, Err(Reject(400, "chunk extension too long")));
-                    }
-                    Phase::Extension
-                }
-                (Phase::SizeLf, b'\n') => {
-                    let size = self.size;
-                    self.digits = 0;
-                    self.line = 0;
-                    if size == 0 {
-                        Phase::TrailerStart
-                    } else {
-                        self.total += size;
-                        if self.total > MAX_BODY {
-                            return (i, Err(Reject(413, "request body over 1 MiB")));
-                        }
-                        Phase::Data
-                    }
-                }
-                (Phase::DataCr, b'\r') => Phase::DataLf,
-                (Phase::DataLf, b'\n') => {
-                    self.size = 0;
-                    Phase::Size
-                }
-                (Phase::TrailerStart, b'\r') => Phase::EndLf,
-                (Phase::TrailerStart | Phase::Trailer, _) if b != b'\r' && b != b'\n' && b != 0 => {
-                    self.trailers += 1;
-                    if self.trailers > MAX_TRAILERS {
-                        return (i, Err(Reject(431, "trailer fields over 8 KiB")));
-                    }
-                    Phase::Trailer
-                }
-                (Phase::Trailer, b'\r') => Phase::TrailerLf,
-                (Phase::TrailerLf, b'\n') => Phase::TrailerStart,
-                (Phase::EndLf, b'\n') => return (i, Ok(true)),
-                _ => return (i, Err(BAD_FRAMING)),
-            };
-            self.phase = next;
-        }
-        (i, Ok(false))
-    }
-}
-
-fn hex_value(b: u8) -> u8 {
-    match b {
-        b'0'..=b'9' => b - b'0',
-        b'a'..=b'f' => b - b'a' + 10,
-        _ => b - b'A' + 10,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::response::Body;
+
+    /// The codec's own test handler: `/` says hello, `/json` answers JSON, the rest is 404.
+    /// No routes, no stack, no database: the protocol is tested on its own.
+    fn hello(req: &Request) -> Reply {
+        match req.path() {
+            "/" => Reply::now(Response::new(
+                200,
+                "text/plain",
+                Body::Static(b"hello, world!"),
+            )),
+            "/json" => Reply::now(Response::new(200, "application/json", Body::Static(b"{}"))),
+            _ => Reply::now(Response::text(404, "not found\n")),
+        }
+    }
+
+    fn config() -> ConnConfig {
+        ConnConfig::new(hello)
+    }
 
     /// Feeds `input` in one go and processes until the codec wants more or closes.
     fn run(input: &[u8]) -> (String, Progress) {
-        let mut c = Conn::new();
+        let mut c = Conn::new(&config());
         c.feed(input);
         let p = c.process();
         (String::from_utf8_lossy(c.output()).into_owned(), p)
@@ -916,7 +645,7 @@ mod tests {
 
     #[test]
     fn byte_at_a_time_gives_one_response() {
-        let mut c = Conn::new();
+        let mut c = Conn::new(&config());
         for (i, b) in GET.iter().enumerate() {
             c.feed(&[*b]);
             assert_eq!(c.process(), Progress::Read);
@@ -943,7 +672,7 @@ mod tests {
 
     #[test]
     fn content_length_body_is_skipped_across_reads() {
-        let mut c = Conn::new();
+        let mut c = Conn::new(&config());
         c.feed(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234");
         assert_eq!(c.process(), Progress::Read);
         assert!(c.output().is_empty());
@@ -964,7 +693,7 @@ mod tests {
         assert_eq!(p, Progress::Read);
         assert_eq!(statuses(&out), vec![200, 200]);
         // and the same, one byte at a time
-        let mut c = Conn::new();
+        let mut c = Conn::new(&config());
         for b in req {
             c.feed(&[*b]);
             assert_eq!(c.process(), Progress::Read);
@@ -984,7 +713,7 @@ mod tests {
 
     #[test]
     fn expect_continue_is_answered_before_the_body() {
-        let mut c = Conn::new();
+        let mut c = Conn::new(&config());
         c.feed(b"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
         assert_eq!(c.process(), Progress::Read);
         assert_eq!(c.output(), CONTINUE);
@@ -1070,10 +799,10 @@ mod tests {
 
     #[test]
     fn waiting_reply_is_sent_on_the_next_process_call() {
-        fn slow(_: &Request) -> crate::routes::Reply {
-            crate::routes::Reply::after(Duration::from_millis(5), Response::text(200, "late"))
+        fn slow(_: &Request) -> Reply {
+            Reply::after(Duration::from_millis(5), Response::text(200, "late"))
         }
-        let mut c = Conn::with_handler(slow);
+        let mut c = Conn::new(&ConnConfig::new(slow));
         c.feed(GET);
         c.feed(GET);
         assert_eq!(c.process(), Progress::Wait(Duration::from_millis(5)));
@@ -1088,17 +817,17 @@ mod tests {
 
     #[test]
     fn forwarded_requests_are_answered_in_order() {
-        let mut c = Conn::forwarding();
+        let mut c = Conn::forwarding(&config());
         c.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert_eq!(c.process(), Progress::Forward);
+        assert_eq!(c.process(), Step::Forward);
         assert_eq!(c.request().path(), "/a");
         // Until the response comes back, nothing moves.
-        assert_eq!(c.process(), Progress::Forward);
+        assert_eq!(c.process(), Step::Forward);
         c.deliver(Response::text(200, "a"));
-        assert_eq!(c.process(), Progress::Forward);
+        assert_eq!(c.process(), Step::Forward);
         assert_eq!(c.request().path(), "/b");
         c.deliver(Response::text(502, "worker died"));
-        assert_eq!(c.process(), Progress::Read);
+        assert_eq!(c.process(), Step::Read);
         assert_eq!(
             statuses(&String::from_utf8_lossy(c.output())),
             vec![200, 502]
@@ -1107,8 +836,8 @@ mod tests {
 
     #[test]
     fn deadlines_follow_the_request_phase() {
-        let t = timeouts();
-        let mut c = Conn::new();
+        let t = Timeouts::default();
+        let mut c = Conn::new(&config());
         let idle = c.read_deadline().unwrap();
         assert!(idle > Instant::now() + t.idle - Duration::from_secs(1));
         c.feed(b"GET / HTTP/1.1\r\nHo");
@@ -1120,7 +849,7 @@ mod tests {
         assert_eq!(c.expire(), Progress::Close);
         assert_eq!(statuses(&String::from_utf8_lossy(c.output())), vec![408]);
         // An idle connection closes without a word.
-        let mut idle = Conn::new();
+        let mut idle = Conn::new(&config());
         idle.feed(GET);
         idle.process();
         idle.written(idle.output().len());
@@ -1131,7 +860,7 @@ mod tests {
 
     #[test]
     fn partial_writes_are_tracked() {
-        let mut c = Conn::new();
+        let mut c = Conn::new(&config());
         c.feed(GET);
         c.process();
         let total = c.output().len();
@@ -1140,5 +869,47 @@ mod tests {
         c.written(total - 10);
         assert!(c.output().is_empty());
         assert!(c.is_idle());
+    }
+
+    #[test]
+    fn feed_takes_what_fits_and_never_spins() {
+        let mut c = Conn::new(&config());
+        let flood = vec![b'a'; 3 * MAX_BUF];
+        let taken = c.feed(&flood);
+        assert!(taken > 0 && taken <= MAX_BUF, "took {taken}");
+        // Nothing fits until `process` has consumed something.
+        assert_eq!(c.feed(&flood), 0);
+        assert_eq!(c.process(), Progress::Close);
+        assert_eq!(statuses(&String::from_utf8_lossy(c.output())), vec![414]);
+    }
+
+    #[test]
+    fn connections_with_different_settings_share_a_process() {
+        let short = ConnConfig {
+            timeouts: Timeouts {
+                header: Duration::from_secs(1),
+                idle: Duration::from_secs(2),
+            },
+            ..config()
+        };
+        let (a, b) = (Conn::new(&short), Conn::new(&config()));
+        let now = Instant::now();
+        assert!(a.read_deadline().unwrap() < now + Duration::from_secs(3));
+        assert!(b.read_deadline().unwrap() > now + Duration::from_secs(59));
+        assert_eq!(a.timeouts().idle, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn headers_are_captured_only_when_asked() {
+        let capturing = ConnConfig {
+            capture_headers: true,
+            ..config()
+        };
+        for (cfg, expected) in [(config(), 0), (capturing, 2)] {
+            let mut c = Conn::new(&cfg);
+            c.feed(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\n");
+            c.process();
+            assert_eq!(c.request().headers().len(), expected);
+        }
     }
 }

@@ -1,0 +1,393 @@
+//! Starting a server binary and stopping it, the one way the suite and the harness both do
+//! it: in its own process group (so that stopping it reaches every worker it forked), on a
+//! free loopback port whose number is read from the start-up line
+//! (`ARCH: listening on http://ADDR/ — DETAILS`), with its stderr collected line by line.
+//!
+//! Every group started here is registered until it is reaped: dropping a [`Server`] kills
+//! its group, and [`kill_all`] (which [`install_interrupt_handler`] runs on Ctrl-C) kills
+//! whatever is left — a failing test or an interrupted benchmark leaves no process behind.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to print its start-up line (building `/db` comes before).
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Process groups started here and not yet reaped, for [`kill_all`].
+static GROUPS: [AtomicI32; 64] = [const { AtomicI32::new(0) }; 64];
+
+fn remember(pgid: i32) {
+    for slot in &GROUPS {
+        if slot
+            .compare_exchange(0, pgid, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+fn forget(pgid: i32) {
+    for slot in &GROUPS {
+        let _ = slot.compare_exchange(pgid, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// SIGKILLs every process group still registered. Async-signal-safe (atomics and kill).
+pub fn kill_all() {
+    for slot in &GROUPS {
+        let pgid = slot.swap(0, Ordering::SeqCst);
+        if pgid > 0 {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+}
+
+extern "C" fn on_interrupt(signal: libc::c_int) {
+    kill_all();
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(128 + signal) };
+}
+
+/// Ctrl-C or SIGTERM: stop every server and client started here, then exit.
+pub fn install_interrupt_handler() {
+    // SAFETY: the handler only calls async-signal-safe functions.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_interrupt as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
+}
+
+/// Sets `cmd` to start in its own process group, pinned to `cpus` (all CPUs when empty),
+/// with the open-file limit `max_files` (soft, hard) if given.
+fn prepare(cmd: &mut Command, cpus: &[usize], max_files: Option<(u64, u64)>) {
+    let cpus = cpus.to_vec();
+    cmd.process_group(0);
+    // SAFETY: only sched_setaffinity and setrlimit, async-signal-safe, run between fork
+    // and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if !cpus.is_empty() {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_ZERO(&mut set);
+                for &c in &cpus {
+                    libc::CPU_SET(c, &mut set);
+                }
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some((soft, hard)) = max_files {
+                let rl = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Spawns `cmd` (a load generator, an attacker) pinned to `cpus`, in its own registered
+/// process group.
+pub fn spawn_pinned(mut cmd: Command, cpus: &[usize]) -> std::io::Result<Child> {
+    prepare(&mut cmd, cpus, None);
+    let child = cmd.spawn()?;
+    remember(child.id() as i32);
+    Ok(child)
+}
+
+/// Waits for a child of [`spawn_pinned`] up to `limit`; kills its group if it overruns.
+/// Returns its exit status (None when killed) and the CPU seconds it used (wait4's rusage).
+pub fn wait_pinned(child: &mut Child, limit: Duration) -> (Option<i32>, f64) {
+    let pid = child.id() as i32;
+    let started = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: zeroed rusage is valid; status/rusage are valid out-pointers.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            forget(pid);
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            let cpu = secs(usage.ru_utime) + secs(usage.ru_stime);
+            let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+            return (code, cpu);
+        }
+        if r < 0 || started.elapsed() > limit {
+            // SAFETY: kills the child's own process group.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            let _ = child.wait();
+            forget(pid);
+            return (None, 0.0);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How to start one server: the binary, its flags, where it may run.
+pub struct Launch {
+    cmd: Command,
+    cpus: Vec<usize>,
+    max_files: Option<(u64, u64)>,
+}
+
+impl Launch {
+    /// `binary` on 127.0.0.1, port 0 (a free port, named in its start-up line).
+    pub fn new(binary: &Path) -> Launch {
+        let mut cmd = Command::new(binary);
+        cmd.args(["--bind", "127.0.0.1", "--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        Launch {
+            cmd,
+            cpus: Vec::new(),
+            max_files: None,
+        }
+    }
+
+    /// Adds flags.
+    pub fn args<I, S>(mut self, args: I) -> Launch
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.cmd.args(args);
+        self
+    }
+
+    /// Pins the server (every process and thread it starts) to `cpus`.
+    pub fn pin(mut self, cpus: &[usize]) -> Launch {
+        self.cpus = cpus.to_vec();
+        self
+    }
+
+    /// Starts it with the open-file limit (soft, hard): to run it out of descriptors on
+    /// purpose, or to see it raise its soft limit.
+    pub fn max_files(mut self, soft: u64, hard: u64) -> Launch {
+        self.max_files = Some((soft, hard));
+        self
+    }
+
+    /// Starts the server and waits for its start-up line. A server that exits or stays
+    /// silent is an `Err` with what it printed.
+    pub fn start(mut self) -> Result<Server, String> {
+        prepare(&mut self.cmd, &self.cpus, self.max_files);
+        let mut child = self.cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+        remember(child.id() as i32);
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let eof = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let pipe = child.stderr.take().ok_or("no stderr")?;
+        let (l, e) = (lines.clone(), eof.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let addr = listening_addr(&line);
+                // Stored before the address is announced: whoever got the address finds
+                // the start-up line among the stderr lines too.
+                l.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                if let Some(addr) = addr {
+                    let _ = tx.send(addr);
+                }
+            }
+            e.store(true, Ordering::SeqCst);
+        });
+        let mut server = Server {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            lines,
+            eof,
+        };
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => {
+                server.addr = addr;
+                Ok(server)
+            }
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(100));
+                Err(format!(
+                    "no start-up line; stderr: {}",
+                    server.stderr_lines().join(" / ")
+                ))
+            }
+        }
+    }
+}
+
+/// The address in a start-up line (`… listening on http://127.0.0.1:8080/ — …`).
+pub fn listening_addr(line: &str) -> Option<SocketAddr> {
+    line.split("listening on http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|a| a.parse().ok())
+}
+
+/// A running server: its own process group, killed whole on drop.
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    lines: Arc<Mutex<Vec<String>>>,
+    /// Set by the stderr reader at end of file: every process of the server closed it.
+    eof: Arc<AtomicBool>,
+}
+
+impl Server {
+    /// The main process (the master, for servers that have one).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// True while the main process runs.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// True while any process of the server's group exists.
+    pub fn group_alive(&self) -> bool {
+        // SAFETY: signal 0 only checks for existence.
+        unsafe { libc::kill(-self.pid(), 0) == 0 }
+    }
+
+    /// Everything the server printed on stderr so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The `--stats` JSON lines printed so far.
+    pub fn stats_lines(&self) -> Vec<serde_json::Value> {
+        self.stderr_lines()
+            .iter()
+            .filter(|l| l.starts_with('{'))
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The worker pids named in the start-up line (`… (pids 1, 2) …`).
+    pub fn worker_pids(&self) -> Vec<i32> {
+        let lines = self.stderr_lines();
+        let line = lines
+            .iter()
+            .find(|l| l.contains("listening on"))
+            .map_or("", String::as_str);
+        let list = line
+            .split("pids ")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap_or("");
+        list.split(", ")
+            .filter_map(|p| p.trim().parse().ok())
+            .collect()
+    }
+
+    /// Sends `signal` to the main process and waits up to `limit` for it to exit; then
+    /// waits (2 s at most) for the last stderr lines (the `--stats` report). Returns its
+    /// exit status and how long it took; `None` if it did not exit in time.
+    pub fn signal_and_wait(
+        &mut self,
+        signal: i32,
+        limit: Duration,
+    ) -> Option<(ExitStatus, Duration)> {
+        let started = Instant::now();
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(self.pid(), signal) };
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let took = started.elapsed();
+                self.await_eof();
+                return Some((status, took));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// Stops the server with SIGTERM (SIGKILL to the whole group after `grace`) and returns
+    /// its `--stats` lines.
+    pub fn stop(mut self, grace: Duration) -> Vec<serde_json::Value> {
+        let _ = self.signal_and_wait(libc::SIGTERM, grace);
+        self.kill_group();
+        self.await_eof();
+        self.stats_lines()
+    }
+
+    fn await_eof(&self) {
+        let eof_by = Instant::now() + Duration::from_secs(2);
+        while !self.eof.load(Ordering::SeqCst) && Instant::now() < eof_by {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn kill_group(&mut self) {
+        let pid = self.pid();
+        // SAFETY: kills the server's own process group (created with process_group(0)).
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        forget(pid);
+    }
+
+    /// CPU seconds (user + system) used so far by every process of the server's group.
+    pub fn cpu_seconds(&self) -> f64 {
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let mut total = 0.0;
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+                continue;
+            };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // After the name: state(0) ppid(1) pgrp(2) … utime(11) stime(12).
+            if f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(self.pid()) {
+                let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+                total += (t(11) + t(12)) / ticks;
+            }
+        }
+        total
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill_group();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_up_lines_name_their_address() {
+        let line = "x: listening on http://127.0.0.1:4242/ — 1 process (pids 7, 8)";
+        assert_eq!(
+            listening_addr(line),
+            Some("127.0.0.1:4242".parse().unwrap())
+        );
+        assert_eq!(listening_addr("x: error: busy"), None);
+    }
+
+    #[test]
+    fn a_silent_program_is_an_error_and_leaves_nothing_behind() {
+        let err = Launch::new(Path::new("/bin/false")).start().err().unwrap();
+        assert!(err.contains("no start-up line"), "{err}");
+    }
+}

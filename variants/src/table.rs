@@ -1,0 +1,177 @@
+//! The table of variants: every server binary in every mode the project measures and
+//! tests. The conformance suite runs each row against every rule that applies to it; the
+//! bench harness measures the rows marked for its default matrix (any row by name).
+
+/// One server binary in one mode, and what it is capable of. The capabilities decide
+/// which conformance rules apply to it: a rule about killing one worker process is not
+/// generated for a server whose workers are threads — it would pass without asserting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    /// Name used in `bench --variants`, in the bench table and in test names.
+    pub name: &'static str,
+    /// The binary's name under `target/<profile>/`.
+    pub binary: &'static str,
+    /// Flags selecting the mode (e.g. `--codec hyper`), added to every start.
+    pub args: &'static [&'static str],
+    /// What it stands for in the benchmark posts.
+    pub model: &'static str,
+    /// Measured by a plain `bench` run (the default matrix).
+    pub bench_default: bool,
+    /// Each worker serves one connection at a time (the blocking models): keep-alive
+    /// connections beyond `--workers` wait in the accept queue. Load tests then size one
+    /// worker per client connection, as PHP-FPM is sized in practice.
+    pub one_conn_per_worker: bool,
+    /// Runs hyper's own HTTP/1 parser. Where RFC 9112 lets a server choose and hyper chose
+    /// differently from the shared codec, the rules check hyper's choice: Content-Length
+    /// with Transfer-Encoding is read by its chunked framing and the connection then
+    /// closed (RFC 9112 §6.3 allows either); identical repeated Content-Length values are
+    /// merged (RFC 9110 §8.6 allows it); hyper's own parse-error responses carry no
+    /// `Server`/`Content-Type`, and an unknown version gets 400.
+    pub hyper: bool,
+    /// Workers are processes under the common supervisor: one can be killed alone, and a
+    /// killed master must leave none behind.
+    pub processes: bool,
+    /// Every worker listens on its own SO_REUSEPORT socket.
+    pub reuseport: bool,
+    /// Client connections live in a master and requests cross an IPC hop to the workers:
+    /// a worker dying mid-request leaves a connection to answer (502).
+    pub ipc: bool,
+}
+
+impl Variant {
+    /// A row served by the shared codec, one process, one shared socket, no IPC.
+    pub const fn new(
+        name: &'static str,
+        binary: &'static str,
+        args: &'static [&'static str],
+        model: &'static str,
+    ) -> Variant {
+        Variant {
+            name,
+            binary,
+            args,
+            model,
+            bench_default: true,
+            one_conn_per_worker: false,
+            hyper: false,
+            processes: false,
+            reuseport: false,
+            ipc: false,
+        }
+    }
+
+    /// The row named `name`; panics on a name not in [`VARIANTS`] (a typo in a test).
+    pub fn named(name: &str) -> Variant {
+        *VARIANTS
+            .iter()
+            .find(|v| v.name == name)
+            .unwrap_or_else(|| panic!("no variant {name:?} in the table"))
+    }
+}
+
+/// Every variant. A new server or mode joins the suite and the bench with one row here.
+pub const VARIANTS: &[Variant] = &[
+    Variant {
+        one_conn_per_worker: true,
+        processes: true,
+        ..Variant::new(
+            "prefork-blocking",
+            "prefork-blocking",
+            &[],
+            "PHP-FPM pm=static",
+        )
+    },
+    Variant {
+        processes: true,
+        reuseport: true,
+        ..Variant::new(
+            "coroutine-reuseport",
+            "coroutine-reuseport",
+            &[],
+            "Swoole Co\\Http\\Server",
+        )
+    },
+    Variant {
+        processes: true,
+        ..Variant::new(
+            "prefork-eventloop",
+            "prefork-eventloop",
+            &[],
+            "Workerman / nginx",
+        )
+    },
+    Variant {
+        processes: true,
+        reuseport: true,
+        ..Variant::new(
+            "prefork-eventloop/reuseport",
+            "prefork-eventloop",
+            &["--reuseport"],
+            "Workerman reusePort",
+        )
+    },
+    Variant {
+        reuseport: true,
+        ..Variant::new(
+            "thread-per-core",
+            "thread-per-core",
+            &[],
+            "Glommio / Seastar",
+        )
+    },
+    Variant {
+        reuseport: true,
+        ..Variant::new(
+            "thread-per-core/readiness",
+            "thread-per-core",
+            &["--receive", "readiness"],
+            "stock glommio receive",
+        )
+    },
+    Variant {
+        processes: true,
+        ipc: true,
+        ..Variant::new(
+            "reactor-workers",
+            "reactor-workers",
+            &[],
+            "Swoole SWOOLE_PROCESS",
+        )
+    },
+    Variant {
+        processes: true,
+        ipc: true,
+        ..Variant::new(
+            "reactor-workers/fd-modulo",
+            "reactor-workers",
+            &["--dispatch", "fd-modulo"],
+            "Swoole dispatch_mode 2",
+        )
+    },
+    Variant {
+        processes: true,
+        ipc: true,
+        bench_default: false,
+        ..Variant::new(
+            "reactor-workers/idle-2-reactors",
+            "reactor-workers",
+            &["--dispatch", "idle", "--reactors", "2"],
+            "Swoole dispatch_mode 3, 2 reactors",
+        )
+    },
+    Variant::new(
+        "work-stealing",
+        "work-stealing",
+        &[],
+        "Go net/http (shared codec)",
+    ),
+    Variant {
+        hyper: true,
+        ..Variant::new(
+            "work-stealing/hyper",
+            "work-stealing",
+            &["--codec", "hyper"],
+            "Go net/http (full stack)",
+        )
+    },
+];
