@@ -46,13 +46,45 @@ pub struct ServerArgs {
     /// and close.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub header_timeout: u64,
-    /// Seconds a keep-alive connection may stay idle between requests.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub idle_timeout: u64,
+    /// Seconds a keep-alive connection may stay idle between requests (Apache's
+    /// KeepAliveTimeout, nginx's keepalive_timeout); also how long a client may refuse to
+    /// read a response. Default: as the modelled system has it (the start-up line says).
+    #[arg(long, alias = "idle-timeout", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub keepalive_timeout: Option<u64>,
+    /// Requests served on one connection before its response says `Connection: close` and
+    /// it closes (Apache's MaxKeepAliveRequests); 0: unlimited. Default: as the modelled
+    /// system has it.
+    #[arg(long)]
+    pub keepalive_requests: Option<u32>,
     /// Connections per worker (per reactor in reactor-workers): at the limit a worker
     /// stops accepting and leaves new connections in the listen queue.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub max_conns: u64,
+}
+
+/// Keep-alive limits as a modelled system sets them by default; the flags override them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepAlive {
+    /// Requests per connection; 0: unlimited.
+    pub requests: u32,
+    /// Idle seconds between requests.
+    pub timeout_s: u64,
+}
+
+impl KeepAlive {
+    /// The event-driven servers (nginx without a limit, Workerman, Swoole, Go): a
+    /// connection costs them little while idle, so they keep it for as many requests as
+    /// the client sends, and close it after a minute of silence.
+    pub const EVENT_DRIVEN: KeepAlive = KeepAlive {
+        requests: 0,
+        timeout_s: 60,
+    };
+    /// Apache's prefork MPM defaults (MaxKeepAliveRequests 100, KeepAliveTimeout 5): a
+    /// process serves one connection at a time, so one client must not hold it for long.
+    pub const APACHE_PREFORK: KeepAlive = KeepAlive {
+        requests: 100,
+        timeout_s: 5,
+    };
 }
 
 /// The shared flags, checked and with defaults filled in.
@@ -81,7 +113,12 @@ impl ServerArgs {
     /// limit and builds the `/db` database if it is missing; a problem is one line. Call it
     /// before any worker is forked or spawned.
     pub fn resolve(&self) -> Result<Config, String> {
-        let config = self.check()?;
+        self.resolve_with(KeepAlive::EVENT_DRIVEN)
+    }
+
+    /// [`ServerArgs::resolve`] for a model whose keep-alive defaults differ.
+    pub fn resolve_with(&self, keepalive: KeepAlive) -> Result<Config, String> {
+        let config = self.check_with(keepalive)?;
         raise_fd_limit();
         crate::workloads::prepare_db(&self.db)?;
         Ok(config)
@@ -89,6 +126,11 @@ impl ServerArgs {
 
     /// The flags checked and completed, without side effects.
     pub fn check(&self) -> Result<Config, String> {
+        self.check_with(KeepAlive::EVENT_DRIVEN)
+    }
+
+    /// [`ServerArgs::check`] with a model's keep-alive defaults.
+    pub fn check_with(&self, keepalive: KeepAlive) -> Result<Config, String> {
         let allowed = allowed_cpus();
         let cpus = match &self.cpus {
             Some(list) => {
@@ -118,9 +160,12 @@ impl ServerArgs {
                 capture_headers: self.stack.reads_headers(),
                 timeouts: Timeouts {
                     header: Duration::from_secs(self.header_timeout),
-                    idle: Duration::from_secs(self.idle_timeout),
+                    idle: Duration::from_secs(
+                        self.keepalive_timeout.unwrap_or(keepalive.timeout_s),
+                    ),
                 },
                 max_conns: self.max_conns as usize,
+                keepalive_requests: self.keepalive_requests.unwrap_or(keepalive.requests),
             },
         })
     }
@@ -239,8 +284,15 @@ pub fn fail(arch: &str, message: impl Display) -> ! {
 
 /// The start-up line. Tests and the bench harness read the address from it, which is how
 /// `--port 0` works: `ARCH: listening on http://ADDR/ — DETAILS`.
-pub fn announce(arch: &str, addr: SocketAddr, details: impl Display) {
-    eprintln!("{arch}: listening on http://{addr}/ — {details}");
+pub fn announce(arch: &str, addr: SocketAddr, conn: &ConnConfig, details: impl Display) {
+    let requests = match conn.keepalive_requests {
+        0 => "unlimited requests".to_string(),
+        n => format!("{n} requests"),
+    };
+    eprintln!(
+        "{arch}: listening on http://{addr}/ — {details}; keep-alive: {requests}, {} s idle",
+        conn.timeouts.idle.as_secs()
+    );
 }
 
 #[cfg(test)]
@@ -268,7 +320,8 @@ mod tests {
             stack: crate::routes::Stack::Raw,
             db: PathBuf::from("unused.db"),
             header_timeout: 10,
-            idle_timeout: 60,
+            keepalive_timeout: None,
+            keepalive_requests: None,
             max_conns: 10_000,
         };
         assert_eq!(args.check().unwrap().workers, allowed_cpus().len());

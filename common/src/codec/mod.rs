@@ -111,6 +111,9 @@ pub struct ConnConfig {
     /// does not count connections; it travels here so that each server's accept loop gets
     /// it from the same value as its connections.
     pub max_conns: usize,
+    /// `--keepalive-requests`: the response to this many-th request on a connection says
+    /// `Connection: close`, and the connection closes cleanly after it; 0: no limit.
+    pub keepalive_requests: u32,
 }
 
 impl ConnConfig {
@@ -121,6 +124,7 @@ impl ConnConfig {
             capture_headers: false,
             timeouts: Timeouts::default(),
             max_conns: 10_000,
+            keepalive_requests: 0,
         }
     }
 }
@@ -247,6 +251,9 @@ pub struct Conn<M: Mode = Answer> {
     mode: M,
     capture_headers: bool,
     timeouts: Timeouts,
+    /// Requests answered on this connection, and how many it may answer (0: no limit).
+    served: u32,
+    keepalive_requests: u32,
 }
 
 impl Conn<Answer> {
@@ -298,6 +305,8 @@ impl<M: Mode> Conn<M> {
             mode,
             capture_headers: config.capture_headers,
             timeouts: config.timeouts,
+            served: 0,
+            keepalive_requests: config.keepalive_requests,
         }
     }
 
@@ -502,6 +511,11 @@ impl<M: Mode> Conn<M> {
 
     /// Writes a handler's response and moves on to the next request, or to closing.
     fn respond(&mut self, resp: &Response) {
+        self.served = self.served.saturating_add(1);
+        if self.keepalive_requests != 0 && self.served >= self.keepalive_requests {
+            // The last request this connection may carry: say so, then close.
+            self.keep_alive = false;
+        }
         let framing = match (self.keep_alive, self.req.version) {
             (false, _) => Framing::Close,
             (true, Version::Http10) => Framing::KeepAlive10,
@@ -911,5 +925,28 @@ mod tests {
             c.process();
             assert_eq!(c.request().headers().len(), expected);
         }
+    }
+
+    #[test]
+    fn keepalive_request_limit_closes_after_the_nth_response() {
+        let limited = ConnConfig {
+            keepalive_requests: 3,
+            ..config()
+        };
+        let mut c = Conn::new(&limited);
+        for _ in 0..5 {
+            c.feed(GET);
+        }
+        assert_eq!(c.process(), Progress::Close);
+        let out = String::from_utf8_lossy(c.output()).into_owned();
+        assert_eq!(
+            statuses(&out),
+            vec![200, 200, 200],
+            "the 4th and 5th are not read"
+        );
+        assert_eq!(out.matches("Connection: close").count(), 1);
+        let last = out.rfind("HTTP/1.1 200").unwrap();
+        assert!(out[last..].contains("Connection: close"), "{out}");
+        assert!(!c.should_linger(), "a clean close, not an error");
     }
 }

@@ -92,6 +92,7 @@ fn main() {
     cli::announce(
         ARCH,
         addr,
+        &config.conn,
         format!(
             "{}, one SO_REUSEPORT socket and one coroutine scheduler each, {} KiB stacks",
             supervisor.describe(),

@@ -41,7 +41,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use common::cli::{self, ServerArgs};
+use common::cli::{self, KeepAlive, ServerArgs};
 use common::codec::{Conn, ConnConfig, Progress};
 use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
 use common::supervisor::{self, Supervisor};
@@ -66,7 +66,10 @@ struct Args {
 
 fn main() {
     let args: Args = cli::parse();
-    let config = args.server.resolve().unwrap_or_else(|e| cli::fail(ARCH, e));
+    let config = args
+        .server
+        .resolve_with(KeepAlive::APACHE_PREFORK)
+        .unwrap_or_else(|e| cli::fail(ARCH, e));
     let listener = ListenOptions::new(config.addr)
         .backlog(config.backlog)
         .accept_timeout(WAKE_EVERY)
@@ -82,6 +85,7 @@ fn main() {
     cli::announce(
         ARCH,
         addr,
+        &config.conn,
         format!("{}, one connection each", supervisor.describe()),
     );
     std::process::exit(supervisor.run());

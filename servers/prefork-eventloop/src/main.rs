@@ -113,6 +113,7 @@ fn main() {
     cli::announce(
         ARCH,
         addr,
+        &config.conn,
         format!(
             "{}, epoll loop each, {}",
             supervisor.describe(),

@@ -160,9 +160,15 @@ fn main() {
             .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot start a reactor: {e}")));
         threads.push(spawned);
     }
+    // The stop channel exists before the start-up line: once that is out, clients may
+    // take every descriptor this process has left (the EMFILE rule does).
+    let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
+        .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot create the stop channel: {e}")));
+    shutdown::set_wake_fd(wake_tx.as_raw_fd());
     cli::announce(
         ARCH,
         addr,
+        &config.conn,
         format!(
             "master (pid {}) with {reactors} reactor threads, manager (pid {manager}), {} worker processes (pids {}), dispatch {}",
             std::process::id(),
@@ -174,9 +180,6 @@ fn main() {
 
     // Wait for SIGTERM/SIGINT, then drain: reactors stop accepting, close idle
     // connections and finish the requests in flight; then the manager stops the workers.
-    let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
-        .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot create the stop channel: {e}")));
-    shutdown::set_wake_fd(wake_tx.as_raw_fd());
     let mut byte = [0u8; 8];
     while !shutdown::requested() {
         let _ = wake_rx.read(&mut byte);

@@ -156,9 +156,15 @@ fn main() {
         Receive::Readiness => "readiness-poll receive",
         Receive::Multishot => "readiness-poll receive (no buffer ring on this kernel)",
     };
+    // The stop channel exists before the start-up line: once that is out, clients may
+    // take every descriptor this process has left (the EMFILE rule does).
+    let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
+        .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot create the stop channel: {e}")));
+    shutdown::set_wake_fd(wake_tx.as_raw_fd());
     cli::announce(
         ARCH,
         addr,
+        &config.conn,
         format!(
             "1 process (pid {}), {} shards pinned to CPUs {}, io_uring with {receive}, one SO_REUSEPORT socket each",
             std::process::id(),
@@ -168,9 +174,6 @@ fn main() {
     );
 
     // The main thread only waits for the stop signal and then tells every shard.
-    let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
-        .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot create the stop channel: {e}")));
-    shutdown::set_wake_fd(wake_tx.as_raw_fd());
     // It also sweeps connection deadlines once a second (slowloris, idle keep-alive).
     let _ = wake_rx.set_read_timeout(Some(Duration::from_secs(1)));
     let mut byte = [0u8; 8];

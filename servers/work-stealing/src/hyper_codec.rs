@@ -43,7 +43,21 @@ pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>, config: C
         .timer(TokioTimer::new())
         .header_read_timeout(config.timeouts.header);
     let stream = WriteDeadline::new(stream, config.timeouts.idle);
-    let service = service_fn(move |req| handle(req, config));
+    // hyper has no requests-per-connection limit: count them here, and the response that
+    // reaches --keepalive-requests carries `Connection: close`, after which hyper closes.
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let service = service_fn(move |req| {
+        let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let last = config.keepalive_requests != 0 && n >= config.keepalive_requests;
+        async move {
+            let mut resp = handle(req, config).await?;
+            if last {
+                resp.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, Infallible>(resp)
+        }
+    });
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);
     let stopped = tokio::select! {

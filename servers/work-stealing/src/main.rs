@@ -162,6 +162,7 @@ async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
     cli::announce(
         ARCH,
         addr,
+        &config.conn,
         format!(
             "1 process (pid {}), {} worker threads, work-stealing scheduler, codec {}",
             std::process::id(),

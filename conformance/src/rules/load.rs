@@ -1,0 +1,186 @@
+//! Load: the posts' clients (ab, wrk) and the limits that hold under them.
+
+use super::*;
+
+/// The README's hand-run example: `ab -k -n 20000 -c 50` against two workers completes
+/// within ab's own 30 s timeout. Only the keep-alive limits make that possible for a
+/// model with one connection per worker: each worker hands its connection back after 100
+/// requests or 5 idle seconds, as Apache prefork does, so the 48 connections waiting in the
+/// accept queue are all reached.
+///
+/// ab counts one "Length" failure for every keep-alive connection the *server* closes while
+/// it is idle (ab.c `close_connection`: after each response it clears the connection's
+/// keep-alive flag, so a close before the next request looks like a short response). At
+/// the end of such a run every worker must close an idle connection to reach the next one
+/// waiting, so a few of those appear — with Apache prefork too. They are bounded by the
+/// number of connections, and nothing else may fail: no refused connect, no receive error,
+/// no exception, every request answered.
+pub fn readme_ab_keep_alive_example_completes(s: &Spec) {
+    let server = Server::start(s, &["--workers", "2"]);
+    let args: Vec<String> = ["-k", "-n", "20000", "-c", "50", "-s", "30"]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([format!("http://{}/", server.addr)])
+        .collect();
+    let out = run_client("ab", &args, Duration::from_secs(240));
+    assert_eq!(field(&out, "Complete requests:"), Some(20000.0), "{out}");
+    let failed = field(&out, "Failed requests:").unwrap_or(f64::NAN);
+    if failed > 0.0 {
+        let kinds = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("(Connect:"))
+            .unwrap_or("");
+        assert!(
+            kinds.contains("Connect: 0, Receive: 0, Length:") && kinds.contains("Exceptions: 0"),
+            "{out}"
+        );
+        assert!(failed <= 50.0, "more idle closes than connections: {out}");
+    }
+    assert_eq!(field(&out, "Non-2xx responses:"), None, "{out}");
+    assert_still_serves(&server);
+}
+
+pub fn ab_without_keep_alive(s: &Spec) {
+    ab(s, 2000, false);
+}
+
+pub fn ab_with_keep_alive(s: &Spec) {
+    ab(s, 20000, true);
+}
+
+pub fn wrk_keep_alive(s: &Spec) {
+    let server = start_for_load(s, 32);
+    let args: Vec<String> = ["-t1", "-c32", "-d2s", "--latency"]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([format!("http://{}/", server.addr)])
+        .collect();
+    let out = run_client("wrk", &args, Duration::from_secs(20));
+    assert!(!out.contains("Socket errors"), "{out}");
+    assert!(!out.contains("Non-2xx"), "{out}");
+    let requests = out
+        .lines()
+        .find(|l| l.contains("requests in"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(requests > 1000, "{out}");
+    assert_still_serves(&server);
+}
+
+/// At `--max-conns` a worker stops accepting: the next connection waits in the listen
+/// queue (unanswered) until one of the others closes, then it is served.
+pub fn max_conns_leaves_new_connections_queued(s: &Spec) {
+    // The limit holds per accepting thread: per reactor in reactor-workers.
+    let acceptors: usize = s
+        .args
+        .iter()
+        .position(|a| *a == "--reactors")
+        .and_then(|i| s.args.get(i + 1)?.parse().ok())
+        .unwrap_or(1);
+    let server = Server::start(s, &["--workers", "1", "--max-conns", "2"]);
+    let mut held: Vec<Client> = (0..2 * acceptors).map(|_| server.connect()).collect();
+    for c in &mut held {
+        assert_hello(&c.get("/"));
+    }
+    let mut waiting = server.connect(); // accepted by the kernel, not by the server
+    waiting.send(GET);
+    waiting.expect_open(Duration::from_millis(400));
+    held.clear();
+    assert_hello(&waiting.response());
+}
+
+/// Out of file descriptors (EMFILE): the server logs, backs off instead of spinning on the
+/// listener, does not crash, and serves again once descriptors are free — on reactor-workers
+/// also after a worker restarted into the flood (its link is accepted by the reactor).
+pub fn accept_errors_back_off(s: &Spec) {
+    let server = Server::try_start_limited(s, &["--workers", "1"], Some((64, 64)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // More connections than descriptors: the kernel queues them, accept fails.
+    let flood: Vec<_> = (0..120)
+        .filter_map(|_| std::net::TcpStream::connect(server.addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = server.cpu_seconds();
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = server.cpu_seconds() - before;
+    assert!(
+        spent < 0.5,
+        "{spent:.2} CPU-seconds in 1 s at EMFILE: spinning"
+    );
+    let log = server.stderr_lines().join("\n");
+    assert!(
+        log.contains("accept failed"),
+        "no log line for EMFILE: {log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+    if s.ipc {
+        // The reactor accepts its workers' links from a listener too: a worker restarted
+        // while every descriptor is taken connects into that full table, and its link
+        // must be accepted once descriptors are free again (a lost edge left it waiting).
+        // The manager is held stopped until the accept retry has taken the descriptors the
+        // dead worker's links freed, so the replacement surely finds none.
+        let worker = server.worker_pids()[0];
+        let stat = std::fs::read_to_string(format!("/proc/{worker}/stat")).unwrap();
+        let manager: i32 = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        // SAFETY: plain kill(2) on pids this test's server started.
+        unsafe {
+            libc::kill(manager, libc::SIGSTOP);
+            libc::kill(worker, libc::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(400));
+        // SAFETY: as above.
+        unsafe { libc::kill(manager, libc::SIGCONT) };
+        server.await_restarts(1, Duration::from_secs(3));
+        std::thread::sleep(Duration::from_millis(300));
+        let log = server.stderr_lines().join("\n");
+        assert!(
+            log.contains("worker link accept failed"),
+            "restart did not meet EMFILE: {log}"
+        );
+    }
+    drop(flood);
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    loop {
+        let mut c = server.connect();
+        c.send(GET);
+        let (answer, _) = c.read_to_close(Duration::from_millis(500));
+        if answer.ends_with(HELLO.as_bytes()) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "not serving after EMFILE; last answer {:?}; stderr tail {:?}",
+            String::from_utf8_lossy(&answer),
+            server
+                .stderr_lines()
+                .iter()
+                .rev()
+                .take(4)
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+/// The open-file limit is raised to its hard limit at start-up: every connection is a
+/// descriptor, and the usual soft limit (1024) is far below what a server can hold.
+pub fn open_file_limit_is_raised(s: &Spec) {
+    let server = Server::try_start_limited(s, &["--workers", "1"], Some((256, 4096)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_default();
+    let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers, ["4096", "4096"], "{line}");
+}

@@ -1,0 +1,84 @@
+//! Workloads: /sum, /db, /sleep and the framework stack.
+
+use super::*;
+
+pub fn sum_returns_a_plausible_total(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    let sums: BTreeSet<u32> = (0..5).map(|_| sum_value(&c.get("/sum"))).collect();
+    assert!(sums.len() > 1, "five identical random sums: {sums:?}");
+}
+
+pub fn db_sums_ten_rows_per_query(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    // Values are uniform in [0, 10000): ten rows sum to less than 100000 each query.
+    let one = db_value(&c.get("/db?queries=1"));
+    assert!(one > 0.0 && one < 100_000.0, "{one}");
+    let default = db_value(&c.get("/db"));
+    assert!(default > 0.0 && default < 1_000_000.0, "{default}");
+    let many = db_value(&c.get("/db?queries=500"));
+    assert!(many > default, "{many} <= {default}");
+}
+
+pub fn db_rejects_bad_queries_with_400(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    for bad in ["0", "501", "abc", "-1", ""] {
+        let r = c.get(&format!("/db?queries={bad}"));
+        assert_eq!(r.status, 400, "queries={bad}: {r:?}");
+        assert!(r.body_str().contains("1..=500"), "{r:?}");
+    }
+    // A bad parameter is an answer, not a protocol error: the connection stays usable.
+    db_value(&c.get("/db?queries=2"));
+}
+
+pub fn sleep_waits_while_others_are_served(s: &Spec) {
+    let server = Server::start(s, &["--workers", "2"]);
+    let mut sleeper = server.connect();
+    let started = std::time::Instant::now();
+    sleeper.send(b"GET /sleep?ms=300 HTTP/1.1\r\nHost: test\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(30));
+    // Another client is served during the wait (by another worker at least).
+    let other = std::time::Instant::now();
+    assert_hello(&server.connect().get("/"));
+    assert!(
+        other.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        other.elapsed()
+    );
+    let r = sleeper.response();
+    assert_eq!((r.status, r.body_str()), (200, "slept=300"));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_hello(&sleeper.get("/"));
+}
+
+pub fn sleep_rejects_bad_ms_with_400(s: &Spec) {
+    let server = Server::start(s, &[]);
+    let mut c = server.connect();
+    for bad in ["10001", "-5", "soon", ""] {
+        assert_eq!(c.get(&format!("/sleep?ms={bad}")).status, 400, "ms={bad}");
+    }
+    assert_eq!(c.get("/sleep?ms=0").body_str(), "slept=0");
+}
+
+pub fn framework_stack_serves_the_same_bodies(s: &Spec) {
+    let server = Server::start(s, &["--stack", "framework"]);
+    let mut c = server.connect();
+    for path in ["/", "/plaintext"] {
+        let r = c.get(path);
+        assert_hello(&r);
+        assert!(r.header("X-Request-Id").is_some(), "{r:?}");
+    }
+    assert_eq!(c.get("/json").body_str(), JSON);
+    sum_value(&c.get("/sum"));
+    db_value(&c.get("/db?queries=2"));
+    assert_eq!(c.get("/sleep?ms=5").body_str(), "slept=5");
+    assert_eq!(c.get("/db?queries=0").status, 400);
+    assert_eq!(c.get("/hello/archzoo").body_str(), "hello, archzoo!");
+    assert_eq!(c.get("/missing").status, 404);
+    // Pipelined, with a POST body in between, through the framework too.
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\nPOST /json HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}");
+    assert_hello(&c.response());
+    assert_eq!(c.response().body_str(), JSON);
+}
