@@ -16,11 +16,15 @@
 //! - [`idle`] — `--idle-conns N`: N idle keep-alive connections per server, memory per
 //!   connection, and whether every one is still answered.
 //! - [`report`] — the verdict rule, the markdown table, results.json/csv and SVG charts.
-//! - `main.rs` — the command line and the matrix loop.
+//! - [`matrix`] — one cell of the matrix: start, validate, warm up, measure, stop.
+//! - [`perf`] — `perf stat` around a run: system calls and io_uring submissions.
+//! - `main.rs` — the command line, the plan and the loop over the matrix.
 
 pub mod attack;
 pub mod client;
 pub mod idle;
+pub mod matrix;
+pub mod perf;
 pub mod procfs;
 pub mod report;
 pub mod server;

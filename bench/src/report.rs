@@ -142,17 +142,41 @@ pub fn markdown(cells: &[Cell]) -> String {
             .iter()
             .any(|r| r.uring_submissions_per_req.is_some_and(|n| n > 0.0))
     });
-    out.push_str("| variant | model | stack | workers | workload | keep-alive | c | req/s (min–max) | × fastest | CPU µs/req |");
-    out.push_str(if syscalls { " syscalls/req |" } else { "" });
-    out.push_str(if submissions {
-        " io_uring subs/req |"
-    } else {
-        ""
-    });
-    out.push_str(" p99 ms | verdict | imbalance |\n|---|---|---|---:|---|---|---:|---:|---:|---:|");
-    out.push_str(if syscalls { "---:|" } else { "" });
-    out.push_str(if submissions { "---:|" } else { "" });
-    out.push_str("---:|---|---:|\n");
+    // The columns, in order, with their alignment: the header, the separator and the
+    // padding of a failed row all come from this one list.
+    let mut columns: Vec<(&str, bool)> = vec![
+        ("variant", false),
+        ("model", false),
+        ("stack", false),
+        ("workers", true),
+        ("workload", false),
+        ("keep-alive", false),
+        ("c", true),
+        ("req/s (min–max)", true),
+        ("× fastest", true),
+        ("CPU µs/req", true),
+    ];
+    if syscalls {
+        columns.push(("syscalls/req", true));
+    }
+    if submissions {
+        columns.push(("io_uring subs/req", true));
+    }
+    columns.extend([("p99 ms", true), ("verdict", false), ("imbalance", true)]);
+    /// The columns every row fills, failed or not (variant … c).
+    const HEAD_COLUMNS: usize = 7;
+    let _ = writeln!(
+        out,
+        "|{}\n|{}",
+        columns
+            .iter()
+            .map(|(h, _)| format!(" {h} |"))
+            .collect::<String>(),
+        columns
+            .iter()
+            .map(|&(_, right)| if right { "---:|" } else { "---|" })
+            .collect::<String>()
+    );
     for cell in cells {
         let ka = if cell.keep_alive { "on" } else { "off" };
         let c = match cell.pipeline {
@@ -165,7 +189,9 @@ pub fn markdown(cells: &[Cell]) -> String {
         );
         let Some(run) = cell.median() else {
             let why = cell.failure.as_deref().unwrap_or("no run");
-            let pad = " |".repeat(6 + usize::from(syscalls) + usize::from(submissions));
+            // The failure fills the first free column (its " |" is the first of these);
+            // the rest stay empty.
+            let pad = " |".repeat(columns.len() - HEAD_COLUMNS);
             let _ = writeln!(out, "{head} FAILED: {why}{pad}");
             continue;
         };
@@ -227,6 +253,80 @@ pub fn markdown(cells: &[Cell]) -> String {
     out
 }
 
+/// One line of results.csv: one repetition of one cell (a failed cell gets one line with
+/// its failure). The header is the field names, so the columns cannot drift apart from
+/// the values.
+#[derive(Debug, serde::Serialize)]
+struct CsvRow<'a> {
+    variant: &'a str,
+    model: &'a str,
+    stack: &'a str,
+    workers: usize,
+    workload: &'a str,
+    keep_alive: bool,
+    connections: u32,
+    client: Client,
+    pipeline: Option<u32>,
+    rep: usize,
+    requests: u64,
+    rps: String,
+    failed: u64,
+    non_2xx: u64,
+    timeouts: u64,
+    p50_ms: Option<String>,
+    p99_ms: Option<String>,
+    server_cpu_pct: Option<String>,
+    client_cpu_pct: Option<String>,
+    server_cpu_us_per_req: Option<String>,
+    voluntary_switches_per_req: Option<String>,
+    involuntary_switches_per_req: Option<String>,
+    syscalls_per_req: Option<String>,
+    uring_submissions_per_req: Option<String>,
+    peak_rss_kib: Option<u64>,
+    imbalance: Option<String>,
+    verdict: &'a str,
+    failure: &'a str,
+    command: &'a str,
+}
+
+impl<'a> CsvRow<'a> {
+    fn new(cell: &'a Cell, rep: usize, run: Option<&'a Run>) -> Self {
+        let num = |v: Option<f64>| v.map(|v| format!("{v:.4}"));
+        let o = run.map(|r| r.outcome.clone()).unwrap_or_default();
+        CsvRow {
+            variant: &cell.variant,
+            model: &cell.model,
+            stack: &cell.stack,
+            workers: cell.workers,
+            workload: &cell.workload,
+            keep_alive: cell.keep_alive,
+            connections: cell.connections,
+            client: cell.client,
+            pipeline: cell.pipeline,
+            rep,
+            requests: o.requests,
+            rps: format!("{:.1}", o.rps),
+            failed: o.failed,
+            non_2xx: o.non_2xx,
+            timeouts: o.timeouts,
+            p50_ms: num(o.p50_ms),
+            p99_ms: num(o.p99_ms),
+            server_cpu_pct: num(run.and_then(|r| r.server_cpu_pct)),
+            client_cpu_pct: num(run.map(|r| r.client_cpu_pct)),
+            server_cpu_us_per_req: num(run.and_then(|r| r.server_cpu_us_per_req)),
+            voluntary_switches_per_req: num(run.and_then(|r| r.voluntary_switches_per_req)),
+            involuntary_switches_per_req: num(run.and_then(|r| r.involuntary_switches_per_req)),
+            syscalls_per_req: num(run.and_then(|r| r.syscalls_per_req)),
+            uring_submissions_per_req: num(run.and_then(|r| r.uring_submissions_per_req)),
+            peak_rss_kib: cell.peak_rss_kib,
+            imbalance: num(cell.imbalance()),
+            verdict: run.map_or("", |r| r.verdict.label()),
+            failure: cell.failure.as_deref().unwrap_or(""),
+            command: run.map_or("", |r| r.command.as_str()),
+        }
+    }
+}
+
 /// Writes results.json, results.csv and the SVG charts into `dir`.
 pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -235,79 +335,15 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
     std::fs::write(dir.join("results.json"), text).map_err(|e| e.to_string())?;
 
     let mut csv = csv::Writer::from_path(dir.join("results.csv")).map_err(|e| e.to_string())?;
-    csv.write_record([
-        "variant",
-        "model",
-        "stack",
-        "workers",
-        "workload",
-        "keep_alive",
-        "connections",
-        "client",
-        "pipeline",
-        "rep",
-        "requests",
-        "rps",
-        "failed",
-        "non_2xx",
-        "timeouts",
-        "p50_ms",
-        "p99_ms",
-        "server_cpu_pct",
-        "client_cpu_pct",
-        "server_cpu_us_per_req",
-        "voluntary_switches_per_req",
-        "involuntary_switches_per_req",
-        "syscalls_per_req",
-        "uring_submissions_per_req",
-        "peak_rss_kib",
-        "imbalance",
-        "verdict",
-        "failure",
-        "command",
-    ])
-    .map_err(|e| e.to_string())?;
-    let num = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
     for cell in cells {
-        let rows: Vec<Option<&Run>> = if cell.runs.is_empty() {
+        let runs: Vec<Option<&Run>> = if cell.runs.is_empty() {
             vec![None]
         } else {
             cell.runs.iter().map(Some).collect()
         };
-        for (rep, run) in rows.into_iter().enumerate() {
-            let o = run.map(|r| r.outcome.clone()).unwrap_or_default();
-            csv.write_record([
-                cell.variant.clone(),
-                cell.model.clone(),
-                cell.stack.clone(),
-                cell.workers.to_string(),
-                cell.workload.clone(),
-                cell.keep_alive.to_string(),
-                cell.connections.to_string(),
-                format!("{:?}", cell.client).to_lowercase(),
-                cell.pipeline.map_or(String::new(), |p| p.to_string()),
-                rep.to_string(),
-                o.requests.to_string(),
-                format!("{:.1}", o.rps),
-                o.failed.to_string(),
-                o.non_2xx.to_string(),
-                o.timeouts.to_string(),
-                num(o.p50_ms),
-                num(o.p99_ms),
-                num(run.and_then(|r| r.server_cpu_pct)),
-                num(run.map(|r| r.client_cpu_pct)),
-                num(run.and_then(|r| r.server_cpu_us_per_req)),
-                num(run.and_then(|r| r.voluntary_switches_per_req)),
-                num(run.and_then(|r| r.involuntary_switches_per_req)),
-                num(run.and_then(|r| r.syscalls_per_req)),
-                num(run.and_then(|r| r.uring_submissions_per_req)),
-                cell.peak_rss_kib.map_or(String::new(), |v| v.to_string()),
-                num(cell.imbalance()),
-                run.map_or(String::new(), |r| r.verdict.label().to_string()),
-                cell.failure.clone().unwrap_or_default(),
-                run.map_or(String::new(), |r| r.command.clone()),
-            ])
-            .map_err(|e| e.to_string())?;
+        for (rep, run) in runs.into_iter().enumerate() {
+            csv.serialize(CsvRow::new(cell, rep, run))
+                .map_err(|e| e.to_string())?;
         }
     }
     csv.flush().map_err(|e| e.to_string())?;

@@ -34,8 +34,9 @@
 //! - [`supervisor`] — the master process of multi-process servers: fork N workers, restart
 //!   the ones that die, stop them gracefully on SIGTERM/SIGINT.
 //! - [`shutdown`] — how a worker *process* learns it must stop, without racing its blocking
-//!   system calls; and the registry of open connections (`ConnRegistry`) through which the
-//!   threaded and coroutine servers end parked waits on a stop and sweep missed deadlines.
+//!   system calls, and the [`shutdown::StopChannel`] a main thread waits on.
+//! - [`registry`] — the open connections of a worker whose connections wait inside a runtime
+//!   (coroutines, io_uring, tokio): a stop ends the parked ones, a sweep the late ones.
 //! - [`cli`] — the flags every server shares, CPU lists and affinity, the start-up line, and
 //!   one-line errors.
 //! - [`stats`] — per-worker request and connection counters (thread-local, lock-free) and
@@ -49,6 +50,7 @@ pub mod framework;
 pub mod handler;
 pub mod linger;
 pub mod listener;
+pub mod registry;
 pub mod request;
 pub mod response;
 pub mod routes;

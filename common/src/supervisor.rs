@@ -178,25 +178,16 @@ impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
     }
 
     fn spawn(&mut self, index: usize) -> io::Result<libc::pid_t> {
-        // SAFETY: getpid/fork have no preconditions; the master is single-threaded, so the
-        // child's copy of the address space is consistent.
-        let (parent, pid) = unsafe { (libc::getpid(), libc::fork()) };
-        match pid {
-            -1 => Err(io::Error::last_os_error()),
-            0 => self.child(parent, index),
-            pid => Ok(pid),
+        match fork_child()? {
+            None => self.child(index),
+            Some(pid) => Ok(pid),
         }
     }
 
     /// Runs in the forked child; never returns.
-    fn child(&mut self, parent: libc::pid_t, index: usize) -> ! {
-        // SAFETY: plain system calls on this process's own state.
+    fn child(&mut self, index: usize) -> ! {
+        // SAFETY: plain system call on this process's own signal mask.
         unsafe {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() != parent {
-                // The master died between fork and prctl.
-                libc::_exit(0);
-            }
             libc::sigprocmask(libc::SIG_UNBLOCK, &self.signals, std::ptr::null_mut());
         }
         if !self.cpus.is_empty() {
@@ -326,5 +317,30 @@ fn describe(status: libc::c_int) -> String {
         format!("was killed by signal {}", libc::WTERMSIG(status))
     } else {
         format!("exited with status {}", libc::WEXITSTATUS(status))
+    }
+}
+
+/// Forks a child that cannot outlive this process: `None` in the child (already set to get
+/// SIGKILL when its parent dies, and gone at once if the parent died before that was set),
+/// `Some(pid)` in the parent. Call it while the process has one thread: the child gets a
+/// copy of only the calling thread.
+pub fn fork_child() -> io::Result<Option<libc::pid_t>> {
+    // SAFETY: getpid/fork have no preconditions; the caller is single-threaded, so the
+    // child's copy of the address space is consistent.
+    let (parent, pid) = unsafe { (libc::getpid(), libc::fork()) };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            // SAFETY: plain system calls on this process's own state.
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != parent {
+                    // The parent died between fork and prctl.
+                    libc::_exit(0);
+                }
+            }
+            Ok(None)
+        }
+        pid => Ok(Some(pid)),
     }
 }

@@ -257,8 +257,6 @@ mod tests {
         std::fs::write(&path, b"not a database at all").unwrap();
         let err = verify_db(&path).unwrap_err();
         assert!(err.contains("not an archzoo /db database"), "{err}");
-        let conn = Connection::open(&path);
-        drop(conn);
         let _ = std::fs::remove_file(&path);
         let other = std::env::temp_dir().join(format!("archzoo-other-{}.db", std::process::id()));
         let conn = Connection::open(&other).unwrap();

@@ -435,10 +435,13 @@ impl<M: Mode> Conn<M> {
         matches!(self.state, State::Head) && self.start == self.end && self.output().is_empty()
     }
 
-    /// True when the connection is closing because of an error: the client may still be
-    /// sending, so the runtime should close with a lingering close (see `linger`).
+    /// True when the connection closes while the client may still be sending — after an
+    /// error, or with requests it pipelined past the last one answered (a keep-alive limit,
+    /// `Connection: close`): the runtime should close with a lingering close (see
+    /// `linger`), or the kernel would answer the unread bytes with a reset that can destroy
+    /// the responses still in flight.
     pub fn should_linger(&self) -> bool {
-        self.rejected
+        self.rejected || (matches!(self.state, State::Closed) && self.start < self.end)
     }
 
     /// Handles everything the buffer holds and says what the runtime must do next.
@@ -947,6 +950,16 @@ mod tests {
         assert_eq!(out.matches("Connection: close").count(), 1);
         let last = out.rfind("HTTP/1.1 200").unwrap();
         assert!(out[last..].contains("Connection: close"), "{out}");
-        assert!(!c.should_linger(), "a clean close, not an error");
+        assert!(
+            c.should_linger(),
+            "two requests unread: linger, do not reset"
+        );
+        // Exactly at the limit, nothing unread: a plain close.
+        let mut c = Conn::new(&limited);
+        for _ in 0..3 {
+            c.feed(GET);
+            c.process();
+        }
+        assert!(!c.should_linger());
     }
 }

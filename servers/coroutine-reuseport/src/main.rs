@@ -54,7 +54,8 @@ use clap::Parser;
 use common::cli::{self, ServerArgs};
 use common::codec::{Conn, ConnConfig, Progress};
 use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
-use common::shutdown::{self, ConnRegistry, Registration};
+use common::registry::{ConnRegistry, Registration, Tracked, SWEEP_EVERY};
+use common::shutdown::{self, StopChannel};
 use common::supervisor::{self, Supervisor};
 use common::{linger, stats};
 use may::io::WaitIo;
@@ -142,17 +143,11 @@ fn worker(
 
     // The main thread is not a scheduler thread: it waits for the stop signal with a
     // plain blocking read, then hands the stop to the scheduler.
-    let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
-        .map_err(|e| format!("cannot create the stop channel: {e}"))?;
-    shutdown::set_wake_fd(wake_tx.as_raw_fd());
+    let mut stop =
+        StopChannel::new().map_err(|e| format!("cannot create the stop channel: {e}"))?;
     supervisor::ready();
     // It also sweeps connection deadlines once a second (slowloris, idle keep-alive).
-    let _ = wake_rx.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut byte = [0u8; 8];
-    while !shutdown::requested() {
-        let _ = wake_rx.read(&mut byte);
-        registry.sweep(Instant::now());
-    }
+    stop.wait(Some(SWEEP_EVERY), || registry.sweep(Instant::now()));
     // Stop accepting on this process's own socket and end every parked connection.
     registry.stop(Some(listener_fd));
     let _ = acceptor.join();
@@ -163,7 +158,6 @@ fn worker(
     if report {
         stats::report(ARCH);
     }
-    drop(wake_tx);
     Ok(())
 }
 
@@ -177,8 +171,8 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
         match listener.accept() {
             Ok((stream, _)) => {
                 let _ = listener::tune_accepted(stream.inner());
-                let entry = conns.register(stream.as_raw_fd());
-                may::go!(move || serve(stream, entry, &config));
+                let tracked = conns.track(stream);
+                may::go!(move || serve(tracked, &config));
             }
             Err(_) if conns.stopping() => return,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
@@ -192,7 +186,7 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
 }
 
 /// One connection, as straight-line blocking code: read, handle, write, repeat.
-fn serve(mut stream: TcpStream, entry: Registration, config: &ConnConfig) {
+fn serve(mut t: Tracked<TcpStream>, config: &ConnConfig) {
     let mut conn = Conn::new(config);
     // True when the last read came back short: the socket is drained, so the next read
     // waits for readiness first instead of paying a read that returns EAGAIN.
@@ -200,24 +194,24 @@ fn serve(mut stream: TcpStream, entry: Registration, config: &ConnConfig) {
     loop {
         match conn.process() {
             Progress::Read => {
-                if write_out(&mut stream, &mut conn, &entry).is_err() {
+                if write_out(&mut t.stream, &mut conn, &t.entry).is_err() {
                     return;
                 }
                 // Publish the wait: a stop ends it between requests, the sweep past its
                 // deadline (see ConnRegistry).
-                if !entry.wait(conn.is_idle(), conn.read_deadline()) {
+                if !t.entry.wait(conn.is_idle(), conn.read_deadline()) {
                     return;
                 }
                 // Drained and between requests: park on readiness, no EAGAIN read. Mid-
                 // request, read at once instead: the client's FIN may have come with its
                 // last bytes, and no further readiness event would announce it.
                 if drained && !conn.mid_request() {
-                    stream.wait_io();
+                    t.stream.wait_io();
                 }
                 let buf = conn.read_buf();
                 let room = buf.len();
-                let read = stream.read(buf);
-                entry.unpark();
+                let read = t.stream.read(buf);
+                t.entry.unpark();
                 match read {
                     Ok(0) | Err(_) if conn.expired(Instant::now()) => {
                         conn.expire(); // a 408 if a request was under way, then close
@@ -230,18 +224,18 @@ fn serve(mut stream: TcpStream, entry: Registration, config: &ConnConfig) {
                 }
             }
             Progress::Wait(wait) => {
-                if write_out(&mut stream, &mut conn, &entry).is_err() {
+                if write_out(&mut t.stream, &mut conn, &t.entry).is_err() {
                     return;
                 }
                 // Parks only this coroutine; the others keep running.
                 may::coroutine::sleep(wait);
             }
             Progress::Close => {
-                let _ = write_out(&mut stream, &mut conn, &entry);
-                let _ = stream.shutdown(Shutdown::Write);
+                let _ = write_out(&mut t.stream, &mut conn, &t.entry);
+                let _ = t.stream.shutdown(Shutdown::Write);
                 if conn.should_linger() {
                     // may's read timeouts park only this coroutine.
-                    linger::drain(&mut stream, TcpStream::set_read_timeout);
+                    linger::drain(&mut t.stream, TcpStream::set_read_timeout);
                 }
                 return;
             }

@@ -6,7 +6,7 @@
 //! response carries the token back with the status, content type, extra headers and body.
 //! A worker's first frame on a link is its hello: its index and the reactor it is for.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
 use common::codec::{Method, Request, Version};
 use common::response::{Body, Response};
@@ -214,11 +214,6 @@ pub fn read_frame(stream: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     let mut payload = vec![0; len];
     stream.read_exact(&mut payload)?;
     Ok(Some(payload))
-}
-
-/// Blocking write of bytes already framed (workers).
-pub fn write_all(stream: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
-    stream.write_all(bytes)
 }
 
 #[cfg(test)]

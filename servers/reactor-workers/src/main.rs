@@ -42,8 +42,8 @@ mod ipc;
 mod reactor;
 mod worker;
 
-use std::io::{BufRead, BufReader, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::{BufRead, BufReader};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use common::cli::{self, Config, ServerArgs};
 use common::listener::ListenOptions;
-use common::shutdown;
+use common::shutdown::{self, StopChannel};
 use common::supervisor::{self, Supervisor};
 use mio::{Poll, Waker};
 use reactor::{Dispatch, Reactor, Setup};
@@ -162,9 +162,8 @@ fn main() {
     }
     // The stop channel exists before the start-up line: once that is out, clients may
     // take every descriptor this process has left (the EMFILE rule does).
-    let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
+    let mut stop = StopChannel::new()
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot create the stop channel: {e}")));
-    shutdown::set_wake_fd(wake_tx.as_raw_fd());
     cli::announce(
         ARCH,
         addr,
@@ -180,10 +179,7 @@ fn main() {
 
     // Wait for SIGTERM/SIGINT, then drain: reactors stop accepting, close idle
     // connections and finish the requests in flight; then the manager stops the workers.
-    let mut byte = [0u8; 8];
-    while !shutdown::requested() {
-        let _ = wake_rx.read(&mut byte);
-    }
+    stop.wait(None, || {});
     stopping.store(true, Ordering::SeqCst);
     for waker in &wakers {
         let _ = waker.wake();
@@ -227,22 +223,13 @@ fn start_manager(
     // SAFETY: both fds were just created and are owned here.
     let (read_end, write_end) =
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: the process is single-threaded here.
-    let (parent, pid) = unsafe { (libc::getpid(), libc::fork()) };
-    match pid {
-        -1 => Err(std::io::Error::last_os_error().to_string()),
-        0 => {
+    // The process is single-threaded here.
+    match supervisor::fork_child().map_err(|e| e.to_string())? {
+        None => {
             drop(read_end);
-            // SAFETY: plain system calls on this process's own state.
-            unsafe {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if libc::getppid() != parent {
-                    libc::_exit(0);
-                }
-            }
             std::process::exit(manager(config, socket, reactors, write_end))
         }
-        pid => {
+        Some(pid) => {
             drop(write_end);
             let mut line = String::new();
             let _ = BufReader::new(std::fs::File::from(read_end)).read_line(&mut line);

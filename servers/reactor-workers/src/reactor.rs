@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use common::codec::{ConnConfig, Forward};
-use common::evloop::{Backoff, Core, EventLoop};
+use common::evloop::{Backoff, Core, EventLoop, HOST_TOKENS};
 use common::response::Response;
 use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
-use mio::{Interest, Poll, Registry, Token, Waker};
+use mio::{Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::ipc;
@@ -42,14 +42,16 @@ pub enum Dispatch {
     Idle,
 }
 
-// Every host token is ≥ common::evloop::HOST_TOKENS (= usize::MAX / 4); the listener's
-// is common::evloop::LISTENER (usize::MAX − 1).
-const WAKE: Token = Token(usize::MAX - 2);
+// Host tokens, all ≥ HOST_TOKENS (below are client connections); the listener's is
+// common::evloop::LISTENER (usize::MAX − 1).
+/// Each reactor's waker (the main thread wakes it for a stop, reactor 0 for a handoff).
+pub const WAKE_TOKEN: Token = Token(usize::MAX - 2);
+const WAKE: Token = WAKE_TOKEN;
 const UNIX: Token = Token(usize::MAX - 3);
-/// Tokens from here up are worker links (index = token − LINKS); below are clients.
+/// Tokens from here up are worker links (index = token − LINKS).
 const LINKS: usize = usize::MAX / 2;
-/// Tokens from here up are worker connections that have not said hello yet.
-const GREETING: usize = usize::MAX / 4;
+/// Tokens from here up (to LINKS) are worker connections that have not said hello yet.
+const GREETING: usize = HOST_TOKENS;
 
 /// One worker as seen from one reactor.
 #[derive(Default)]
@@ -252,13 +254,10 @@ impl Reactor {
         }
         let mut stream = UnixStream::from_std(stream);
         let interest = Interest::READABLE | Interest::WRITABLE;
-        if register(
-            self.core.poll.registry(),
-            &mut stream,
-            Token(LINKS + worker),
-            interest,
-        )
-        .is_err()
+        let registry = self.core.poll.registry();
+        if registry
+            .register(&mut stream, Token(LINKS + worker), interest)
+            .is_err()
         {
             return;
         }
@@ -467,15 +466,3 @@ impl EventLoop for Reactor {
         }
     }
 }
-
-fn register(
-    registry: &Registry,
-    stream: &mut UnixStream,
-    token: Token,
-    interest: Interest,
-) -> io::Result<()> {
-    registry.register(stream, token, interest)
-}
-
-/// The token of each reactor's waker (used by the main thread to wake it for a stop).
-pub const WAKE_TOKEN: Token = WAKE;

@@ -2,6 +2,7 @@
 //! per reactor, then answers request frames with response frames, one at a time, blocking
 //! — like a PHP-FPM child behind nginx, or a synchronous Swoole worker.
 
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
@@ -27,7 +28,7 @@ pub fn run(
             .map_err(|e| format!("cannot reach the reactors at @{socket}: {e}"))?;
         let mut hello = Vec::new();
         ipc::encode_hello(&mut hello, index as u32, reactor as u32);
-        ipc::write_all(&mut link, &hello).map_err(|e| e.to_string())?;
+        link.write_all(&hello).map_err(|e| e.to_string())?;
         links.push(link);
     }
     supervisor::ready();
@@ -63,7 +64,7 @@ pub fn run(
             }
             out.clear();
             ipc::encode_response(&mut out, token, &response);
-            if ipc::write_all(link, &out).is_err() {
+            if link.write_all(&out).is_err() {
                 break 'serve;
             }
         }

@@ -41,7 +41,6 @@
 //!   `io_uring_enter`, with no submission of its own. (glommio's own receive arms a
 //!   one-shot readiness poll after every short read: a submission per request.)
 
-use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::sync::mpsc;
@@ -52,7 +51,8 @@ use clap::Parser;
 use common::cli::{self, ServerArgs};
 use common::codec::{Conn, ConnConfig, Progress};
 use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
-use common::shutdown::{self, ConnRegistry, Registration};
+use common::registry::{ConnRegistry, Tracked, SWEEP_EVERY};
+use common::shutdown::{self, StopChannel};
 use common::{linger, stats};
 use futures_lite::AsyncWriteExt;
 use glommio::net::{TcpListener, TcpStream};
@@ -158,9 +158,8 @@ fn main() {
     };
     // The stop channel exists before the start-up line: once that is out, clients may
     // take every descriptor this process has left (the EMFILE rule does).
-    let (mut wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
+    let mut stop = StopChannel::new()
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot create the stop channel: {e}")));
-    shutdown::set_wake_fd(wake_tx.as_raw_fd());
     cli::announce(
         ARCH,
         addr,
@@ -175,14 +174,11 @@ fn main() {
 
     // The main thread only waits for the stop signal and then tells every shard.
     // It also sweeps connection deadlines once a second (slowloris, idle keep-alive).
-    let _ = wake_rx.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut byte = [0u8; 8];
-    while !shutdown::requested() {
-        let _ = io::Read::read(&mut wake_rx, &mut byte);
+    stop.wait(Some(SWEEP_EVERY), || {
         for ready in &stop_handles {
             ready.conns.sweep(Instant::now());
         }
-    }
+    });
     for ready in &stop_handles {
         ready.conns.stop(Some(ready.listener_fd));
     }
@@ -260,8 +256,8 @@ async fn shard(
         match listener.accept().await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                let entry = conns.register(stream.as_raw_fd());
-                glommio::spawn_local(serve(stream, entry, config)).detach();
+                let tracked = conns.track(stream);
+                glommio::spawn_local(serve(tracked, config)).detach();
             }
             Err(_) if conns.stopping() => break,
             Err(e) => {
@@ -277,27 +273,28 @@ async fn shard(
 }
 
 /// One connection, for its whole life on this shard.
-async fn serve(mut stream: TcpStream, entry: Registration, config: ConnConfig) {
+async fn serve(mut t: Tracked<TcpStream>, config: ConnConfig) {
     let mut conn = Conn::new(&config);
-    let mut rx = RingRecv::new(&stream);
+    let mut rx = RingRecv::new(&t.stream);
     loop {
         let progress = conn.process();
         // What the codec produced goes out first, whatever comes next. A failed write ends
         // the connection at once, except on the close path, which still shuts down and
         // lingers as it would have.
-        let flushed = entry
-            .flush(&mut conn, async |out| stream.write_all(out).await)
+        let flushed = t
+            .entry
+            .flush(&mut conn, async |out| t.stream.write_all(out).await)
             .await;
         if flushed.is_err() && progress != Progress::Close {
             return;
         }
         match progress {
             Progress::Read => {
-                if !entry.wait(conn.is_idle(), conn.read_deadline()) {
+                if !t.entry.wait(conn.is_idle(), conn.read_deadline()) {
                     return;
                 }
-                let read = rx.read(&mut stream, conn.read_buf()).await;
-                entry.unpark();
+                let read = rx.read(&mut t.stream, conn.read_buf()).await;
+                t.entry.unpark();
                 match read {
                     Ok(0) | Err(_) if conn.expired(Instant::now()) => {
                         conn.expire(); // a 408 if a request was under way, then close
@@ -310,9 +307,9 @@ async fn serve(mut stream: TcpStream, entry: Registration, config: ConnConfig) {
                 glommio::timer::sleep(wait).await;
             }
             Progress::Close => {
-                let _ = stream.shutdown(Shutdown::Write).await;
+                let _ = t.stream.shutdown(Shutdown::Write).await;
                 if conn.should_linger() {
-                    drain(&mut stream, &mut rx).await;
+                    drain(&mut t.stream, &mut rx).await;
                 }
                 return;
             }
@@ -320,15 +317,20 @@ async fn serve(mut stream: TcpStream, entry: Registration, config: ConnConfig) {
     }
 }
 
-/// Lingering close after an error (see `common::linger`): each read waits at most
-/// `linger::TIMEOUT`.
+/// Lingering close (see `common::linger`): read and discard until end-of-file,
+/// `linger::MAX_BYTES` or `linger::TIMEOUT` in all — the same bounds as every server's.
 async fn drain(stream: &mut TcpStream, rx: &mut RingRecv) {
+    let deadline = Instant::now() + linger::TIMEOUT;
     let mut scratch = [0u8; 4096];
     let mut drained = 0;
     while drained < linger::MAX_BYTES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
         let read =
             futures_lite::future::or(async { Some(rx.read(stream, &mut scratch).await) }, async {
-                glommio::timer::sleep(linger::TIMEOUT).await;
+                glommio::timer::sleep(left).await;
                 None
             })
             .await;

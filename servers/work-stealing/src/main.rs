@@ -50,9 +50,8 @@ use clap::{Parser, ValueEnum};
 use common::cli::{self, Config, ServerArgs};
 use common::codec::{Conn, ConnConfig, Progress};
 use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
-use common::shutdown::{ConnRegistry, Registration};
+use common::registry::{ConnRegistry, Tracked};
 use common::{linger, stats, supervisor};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -223,9 +222,9 @@ async fn accept_loop(
                 let stop = stop.clone();
                 match codec {
                     Codec::Shared => {
-                        let entry = conns.register(stream.as_raw_fd());
+                        let tracked = conns.track(stream);
                         tokio::spawn(async move {
-                            serve(stream, stop, entry, &config).await;
+                            serve(tracked, stop, &config).await;
                             drop(permit);
                         })
                     }
@@ -246,38 +245,34 @@ async fn accept_loop(
 }
 
 /// One connection with the shared codec: read, process, write, until close or stop.
-async fn serve(
-    mut stream: TcpStream,
-    mut stop: watch::Receiver<bool>,
-    entry: Registration,
-    config: &ConnConfig,
-) {
+async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, config: &ConnConfig) {
     let mut conn = Conn::new(config);
     loop {
         let progress = conn.process();
         // What the codec produced goes out first, whatever comes next. A failed write ends
         // the connection at once, except on the close path, which still shuts down and
         // lingers as it would have.
-        let flushed = entry
-            .flush(&mut conn, async |out| stream.write_all(out).await)
+        let flushed = t
+            .entry
+            .flush(&mut conn, async |out| t.stream.write_all(out).await)
             .await;
         if flushed.is_err() && progress != Progress::Close {
             return;
         }
         match progress {
             Progress::Read => {
-                entry.wait(false, conn.read_deadline());
+                t.entry.wait(false, conn.read_deadline());
                 let read = if conn.is_idle() {
                     // Between requests a stop closes the connection; mid-request it waits.
                     tokio::select! {
                         biased;
-                        read = stream.read(conn.read_buf()) => read,
+                        read = t.stream.read(conn.read_buf()) => read,
                         _ = stop.changed() => return,
                     }
                 } else {
-                    stream.read(conn.read_buf()).await
+                    t.stream.read(conn.read_buf()).await
                 };
-                entry.unpark();
+                t.entry.unpark();
                 match read {
                     Ok(0) | Err(_) if conn.expired(std::time::Instant::now()) => {
                         conn.expire(); // a 408 if a request was under way, then close
@@ -290,9 +285,9 @@ async fn serve(
                 tokio::time::sleep(wait).await;
             }
             Progress::Close => {
-                let _ = stream.shutdown().await;
+                let _ = t.stream.shutdown().await;
                 if conn.should_linger() {
-                    drain(&mut stream).await;
+                    drain(&mut t.stream).await;
                 }
                 return;
             }

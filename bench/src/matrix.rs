@@ -1,0 +1,214 @@
+//! One cell of the matrix: start the server, check its answer, warm up, measure each
+//! repetition with the server's CPU time (and, with `--syscalls`, its system calls) counted
+//! around the client, stop it.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use variants::launch;
+use variants::{Variant, Workload};
+
+use crate::client::{self, Amount, Client, Load};
+use crate::report::{self, Cell, Run};
+use crate::{perf, procfs, server};
+
+/// Everything fixed for the whole matrix.
+pub struct Plan {
+    /// The load generator, and requests per write when pipelining (wrk).
+    pub client: Client,
+    pub pipeline: Option<u32>,
+    /// The `/db` file every server is started with.
+    pub db: PathBuf,
+    /// A server already running elsewhere (`--url`), instead of the variants.
+    pub url: Option<String>,
+    pub server_cpus: Vec<usize>,
+    pub client_cpus: Vec<usize>,
+    pub workers: usize,
+    pub warmup: Option<Duration>,
+    pub reps: u32,
+    pub amount: Amount,
+    pub bin_dir: PathBuf,
+    pub script: PathBuf,
+    pub syscalls: bool,
+}
+
+/// Runs one cell: start, validate, warm up, measure `reps` times, stop.
+pub fn run_cell(
+    plan: &Plan,
+    variant: Option<&Variant>,
+    stack: &str,
+    workload: &Workload,
+    keep_alive: bool,
+    connections: u32,
+) -> Cell {
+    let mut cell = Cell {
+        variant: variant.map_or("external".into(), |v| v.name.to_string()),
+        model: variant.map_or(String::new(), |v| v.model.to_string()),
+        stack: stack.to_string(),
+        workers: plan.workers,
+        server_cpus: plan.server_cpus.clone(),
+        client_cpus: plan.client_cpus.clone(),
+        workload: workload.name.to_string(),
+        keep_alive,
+        connections,
+        client: plan.client,
+        pipeline: plan.pipeline,
+        runs: Vec::new(),
+        failure: None,
+        peak_rss_kib: None,
+        worker_requests: Vec::new(),
+        notes: Vec::new(),
+    };
+    if let Some(v) = variant {
+        if v.one_conn_per_worker && keep_alive && (plan.workers as u32) < connections {
+            cell.notes.push(format!(
+                "one connection per worker: only {} of {connections} keep-alive connections are served at a time, the rest wait in the accept queue",
+                plan.workers
+            ));
+        }
+    }
+    let mut server = None;
+    let base = match (variant, &plan.url) {
+        (Some(v), _) => match server::start(
+            &plan.bin_dir,
+            v,
+            plan.workers,
+            &plan.server_cpus,
+            &[
+                "--stack".into(),
+                stack.to_string(),
+                "--db".into(),
+                plan.db.display().to_string(),
+            ],
+        ) {
+            Ok(s) => {
+                let addr = s.addr;
+                server = Some(s);
+                format!("http://{addr}")
+            }
+            Err(e) => {
+                cell.failure = Some(e);
+                return cell;
+            }
+        },
+        (None, Some(url)) => url.trim_end_matches('/').to_string(),
+        (None, None) => unreachable!("a cell has a variant or a URL"),
+    };
+    let url = format!("{base}{}", workload.path);
+    if let Some(s) = &server {
+        if let Err(e) = server::validate(s.addr, workload) {
+            cell.failure = Some(format!("invalid response: {e}"));
+            return cell;
+        }
+    }
+    let pids = server.as_ref().map(|s| procfs::tree(s.pid()));
+    let load = |amount| Load {
+        client: plan.client,
+        url: &url,
+        connections,
+        keep_alive,
+        amount,
+        pipeline: plan.pipeline,
+        script: &plan.script,
+    };
+    if let Some(w) = plan.warmup {
+        let _ = measure(plan, &load(Amount::Duration(w)), None);
+    }
+    for _ in 0..plan.reps {
+        match measure(plan, &load(plan.amount), pids.as_deref()) {
+            Ok(run) => cell.runs.push(run),
+            Err(e) => {
+                cell.failure = Some(e);
+                break;
+            }
+        }
+        if let Some(s) = server.as_mut() {
+            if !s.alive() {
+                cell.failure = Some("the server died during the run".into());
+                break;
+            }
+        }
+    }
+    if let Some(s) = server {
+        let pids = procfs::tree(s.pid());
+        cell.peak_rss_kib = Some(procfs::peak_rss_kib(&pids));
+        cell.worker_requests = s
+            .stop(server::STOP_GRACE)
+            .iter()
+            .filter_map(|l| l["requests"].as_u64())
+            .collect();
+    }
+    for run in &cell.runs {
+        let o = &run.outcome;
+        if o.failed + o.non_2xx + o.timeouts > 0 {
+            cell.notes.push(format!(
+                "{} failed, {} non-2xx, {} timeouts in one repetition",
+                o.failed, o.non_2xx, o.timeouts
+            ));
+            break;
+        }
+    }
+    cell
+}
+
+/// One client run with the server's (and the client's) CPU accounted around it.
+fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run, String> {
+    let argv = client::command(load)?;
+    let limit = match load.amount {
+        Amount::Duration(d) => d + Duration::from_secs(20),
+        Amount::Requests(_) => Duration::from_secs(600),
+    };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let before = server_pids.map(procfs::usage);
+    let perf = match (plan.syscalls, server_pids) {
+        (true, Some(pids)) => perf::start(pids),
+        _ => None,
+    };
+    let started = Instant::now();
+    let mut child = launch::spawn_pinned(cmd, &plan.client_cpus)
+        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+        }
+        text
+    });
+    let (code, client_cpu) = launch::wait_pinned(&mut child, limit);
+    let wall = started.elapsed().as_secs_f64();
+    let after = server_pids.map(procfs::usage);
+    let (syscalls, submissions) = perf.map_or((None, None), perf::stop);
+    let text = reader.join().unwrap_or_default();
+    let outcome = match load.client {
+        Client::Ab => client::parse_ab(&text),
+        Client::Wrk => client::parse_wrk(&text),
+    }
+    .map_err(|e| match code {
+        None => format!("{} overran its time limit and was killed", argv[0]),
+        Some(c) => format!("{} exited with {c}: {e}", argv[0]),
+    })?;
+    let spent = before.zip(after).map(|(b, a)| a.since(&b));
+    let per_req = |x: f64| (outcome.requests > 0).then(|| x / outcome.requests as f64);
+    let server_cpu_pct =
+        spent.map(|s| 100.0 * s.cpu_secs / wall / plan.server_cpus.len().max(1) as f64);
+    let client_cpu_pct = 100.0 * client_cpu / wall;
+    Ok(Run {
+        server_cpu_us_per_req: spent.and_then(|s| per_req(s.cpu_secs * 1e6)),
+        voluntary_switches_per_req: spent.and_then(|s| per_req(s.voluntary_switches as f64)),
+        involuntary_switches_per_req: spent.and_then(|s| per_req(s.involuntary_switches as f64)),
+        syscalls_per_req: syscalls.and_then(|n| per_req(n as f64)),
+        uring_submissions_per_req: submissions.and_then(|n| per_req(n as f64)),
+        verdict: report::verdict(server_cpu_pct, client_cpu_pct),
+        server_cpu_pct,
+        client_cpu_pct,
+        wall_secs: wall,
+        command: argv.join(" "),
+        outcome,
+    })
+}
