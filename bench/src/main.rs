@@ -6,22 +6,33 @@ use std::process::Command;
 use std::time::Duration;
 
 use bench::client::{Amount, Client};
-use bench::matrix::{self, Plan};
+use bench::matrix::{self, Plan, Target};
 use bench::report;
 use bench::{idle, procfs};
 use clap::Parser;
 use common::cli::{allowed_cpus, CpuList};
 use indicatif::{ProgressBar, ProgressStyle};
 use variants::launch;
+use variants::peers::{self, Peer};
 use variants::{Variant, Workload, VARIANTS, WORKLOADS};
 
 /// Points ab/wrk at every archzoo architecture, fairly, and says who was the bottleneck.
 #[derive(Parser, Debug)]
 #[command(name = "bench", version, about)]
 struct Args {
-    /// Variants to run (comma-separated); default: every one.
+    /// Variants to run (comma-separated); default: every one (with --peers: the variants
+    /// those peers stand beside; with only --peer: none).
     #[arg(long)]
     variants: Option<String>,
+    /// Built-in peers — real third-party servers — to run beside the models
+    /// (comma-separated): nginx, php-fpm, go-nethttp, node-cluster, gevent, uwsgi, tornado.
+    /// scripts/bench installs them.
+    #[arg(long)]
+    peers: Option<String>,
+    /// Any other server as a peer: NAME=COMMAND, with {port} (and optionally {workers},
+    /// {db}) in the command; repeatable. E.g. 'swoole=php server.php {port} {workers}'.
+    #[arg(long = "peer", value_name = "NAME=COMMAND")]
+    peer: Vec<String>,
     /// Workloads to run: plaintext, json, sum, db, sleep.
     #[arg(long, default_value = "plaintext")]
     workloads: String,
@@ -119,17 +130,44 @@ fn main() {
             ));
         }
     }
+    let mut peers: Vec<Peer> = Vec::new();
+    for name in args.peers.iter().flat_map(|l| l.split(',')).map(str::trim) {
+        if !name.is_empty() {
+            peers.push(Peer::builtin(name).unwrap_or_else(|e| fail(e)));
+        }
+    }
+    for arg in &args.peer {
+        let peer = Peer::parse(arg).unwrap_or_else(|e| fail(e));
+        if peers.iter().any(|p| p.name == peer.name) || VARIANTS.iter().any(|v| v.name == peer.name)
+        {
+            fail(format!("--peer: the name '{}' is already taken", peer.name));
+        }
+        peers.push(peer);
+    }
     let variants: Vec<Variant> = match (&args.url, &args.variants) {
         (Some(_), _) => Vec::new(),
         (None, Some(list)) => {
             variants::select(list, VARIANTS, |v| v.name, "variant").unwrap_or_else(|e| fail(e))
         }
+        // Peers alone: the models the built-in ones stand beside, in table order.
+        (None, None) if !peers.is_empty() => VARIANTS
+            .iter()
+            .copied()
+            .filter(|v| {
+                peers
+                    .iter()
+                    .any(|p| peers::beside(v.name).contains(&p.name.as_str()))
+            })
+            .collect(),
         (None, None) => VARIANTS
             .iter()
             .copied()
             .filter(|v| v.bench_default)
             .collect(),
     };
+    if args.url.is_some() && !peers.is_empty() {
+        fail("--url measures one server started elsewhere; it does not take --peers or --peer");
+    }
     let workloads = variants::select(&args.workloads, WORKLOADS, |w| w.name, "workload")
         .unwrap_or_else(|e| fail(e));
     let stacks: Vec<&'static str> = args
@@ -231,18 +269,27 @@ fn main() {
     }
 
     // The matrix, one cell per combination.
-    let mut jobs: Vec<(Option<Variant>, &str, Workload, bool, u32)> = Vec::new();
-    let targets: Vec<Option<Variant>> = if args.url.is_some() {
-        vec![None]
-    } else {
-        variants.into_iter().map(Some).collect()
+    let mut jobs: Vec<(Target, &str, Workload, bool, u32)> = Vec::new();
+    let targets: Vec<Target> = match &args.url {
+        Some(url) => vec![Target::Url(url.clone())],
+        None => variants
+            .iter()
+            .copied()
+            .map(Target::Model)
+            .chain(peers.iter().cloned().map(Target::Peer))
+            .collect(),
     };
     for target in &targets {
-        for &stack in &stacks {
+        // A peer is what it is: the framework stack is an archzoo layer.
+        let target_stacks: &[&str] = match target {
+            Target::Model(_) => &stacks,
+            _ => &stacks[..1],
+        };
+        for &stack in target_stacks {
             for workload in &workloads {
                 for &ka in &keepalive {
                     for &c in &args.concurrency {
-                        jobs.push((*target, stack, *workload, ka, c));
+                        jobs.push((target.clone(), stack, *workload, ka, c));
                     }
                 }
             }
@@ -255,14 +302,14 @@ fn main() {
     );
     let mut cells = Vec::new();
     for (target, stack, workload, ka, c) in jobs {
-        let name = target.map_or("external", |v| v.name);
+        let name = target.name().to_string();
         bar.set_message(format!(
             "{name} {stack} {} ka={} c={c}",
             workload.name,
             if ka { "on" } else { "off" }
         ));
-        let cell = matrix::run_cell(&plan, target.as_ref(), stack, &workload, ka, c);
-        if let Some(why) = &cell.failure {
+        let cell = matrix::run_cell(&plan, &target, stack, &workload, ka, c);
+        if let Some(why) = cell.failure.as_ref().filter(|w| !w.starts_with("n/a")) {
             bar.println(format!("{name} {}: FAILED: {why}", workload.name));
         }
         cells.push(cell);
@@ -282,11 +329,26 @@ fn main() {
             "archzoo": env!("CARGO_PKG_VERSION"),
             "ab": version_line(&["ab", "-V"]),
             "wrk": version_line(&["wrk", "-v"]),
+            "peers": peers
+                .iter()
+                .map(|p| (p.name.clone(), peer_version(p)))
+                .collect::<serde_json::Map<_, _>>(),
         },
     });
     match report::write_files(&dir, &cells, meta) {
         Ok(()) => eprintln!("bench: results in {}", dir.display()),
         Err(e) => fail(e),
+    }
+}
+
+/// A peer's version line: `peers/run --version NAME` for a built-in one; the command
+/// itself for a `--peer` (its version is the user's to know).
+fn peer_version(peer: &Peer) -> serde_json::Value {
+    if peer.builtin {
+        let run = format!("{}/run", matrix::PEERS_DIR);
+        version_line(&[run.as_str(), "--version", peer.name.as_str()]).into()
+    } else {
+        peer.command.clone().into()
     }
 }
 

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use variants::launch;
+use std::net::SocketAddr;
+
+use variants::launch::{self, Launch, Server};
+use variants::peers::Peer;
 use variants::{Variant, Workload};
 
 use crate::client::{self, Amount, Client, Load};
@@ -33,18 +36,65 @@ pub struct Plan {
     pub syscalls: bool,
 }
 
+/// Where the built-in peers' programs are (`peers/` of this checkout).
+pub const PEERS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../peers");
+
+/// What a cell measures.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// An archzoo variant.
+    Model(Variant),
+    /// A real third-party server (`--peers`, `--peer`).
+    Peer(Peer),
+    /// A server already running elsewhere (`--url`).
+    Url(String),
+}
+
+impl Target {
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Model(v) => v.name,
+            Target::Peer(p) => &p.name,
+            Target::Url(_) => "external",
+        }
+    }
+}
+
+/// Starts a peer on a free port with the plan's workers, pinned like a model.
+fn start_peer(plan: &Plan, peer: &Peer) -> Result<Server, String> {
+    let port = launch::free_port().map_err(|e| format!("no free port: {e}"))?;
+    let peers_dir = std::fs::canonicalize(PEERS_DIR)
+        .unwrap_or_else(|_| PathBuf::from(PEERS_DIR))
+        .display()
+        .to_string();
+    let db = std::fs::canonicalize(&plan.db).unwrap_or_else(|_| plan.db.clone());
+    let command = peer.command_line(port, plan.workers, &db.display().to_string(), &peers_dir);
+    Launch::shell(&command)
+        .pin(&plan.server_cpus)
+        .start_at(SocketAddr::from(([127, 0, 0, 1], port)))
+        .map_err(|e| format!("{} did not start: {e}", peer.name))
+}
+
 /// Runs one cell: start, validate, warm up, measure `reps` times, stop.
 pub fn run_cell(
     plan: &Plan,
-    variant: Option<&Variant>,
+    target: &Target,
     stack: &str,
     workload: &Workload,
     keep_alive: bool,
     connections: u32,
 ) -> Cell {
+    let variant = match target {
+        Target::Model(v) => Some(v),
+        _ => None,
+    };
     let mut cell = Cell {
-        variant: variant.map_or("external".into(), |v| v.name.to_string()),
-        model: variant.map_or(String::new(), |v| v.model.to_string()),
+        variant: target.name().to_string(),
+        model: match target {
+            Target::Model(v) => v.model.to_string(),
+            Target::Peer(p) => p.what.clone(),
+            Target::Url(_) => String::new(),
+        },
         stack: stack.to_string(),
         workers: plan.workers,
         server_cpus: plan.server_cpus.clone(),
@@ -68,9 +118,29 @@ pub fn run_cell(
             ));
         }
     }
+    if let Target::Peer(peer) = target {
+        if let Some(why) = peer.unsupported(workload.name) {
+            cell.failure = Some(format!("n/a ({why})"));
+            return cell;
+        }
+    }
+    // Models must answer exactly as archzoo does; a peer must answer the body right, and
+    // the headers it lacks are reported.
+    let strict = variant.is_some();
     let mut server = None;
-    let base = match (variant, &plan.url) {
-        (Some(v), _) => match server::start(
+    let base = match target {
+        Target::Peer(peer) => match start_peer(plan, peer) {
+            Ok(s) => {
+                let addr = s.addr;
+                server = Some(s);
+                format!("http://{addr}")
+            }
+            Err(e) => {
+                cell.failure = Some(e);
+                return cell;
+            }
+        },
+        Target::Model(v) => match server::start(
             &plan.bin_dir,
             v,
             plan.workers,
@@ -92,14 +162,16 @@ pub fn run_cell(
                 return cell;
             }
         },
-        (None, Some(url)) => url.trim_end_matches('/').to_string(),
-        (None, None) => unreachable!("a cell has a variant or a URL"),
+        Target::Url(url) => url.trim_end_matches('/').to_string(),
     };
     let url = format!("{base}{}", workload.path);
     if let Some(s) = &server {
-        if let Err(e) = server::validate(s.addr, workload) {
-            cell.failure = Some(format!("invalid response: {e}"));
-            return cell;
+        match server::validate(s.addr, workload, strict) {
+            Ok(notes) => cell.notes.extend(notes),
+            Err(e) => {
+                cell.failure = Some(format!("invalid response: {e}"));
+                return cell;
+            }
         }
     }
     let pids = server.as_ref().map(|s| procfs::tree(s.pid()));

@@ -188,7 +188,22 @@ pub fn markdown(cells: &[Cell]) -> String {
             cell.variant, cell.model, cell.stack, cell.workers, cell.workload
         );
         let Some(run) = cell.median() else {
-            let why = cell.failure.as_deref().unwrap_or("no run");
+            // One line, no pipe: a server's error page must not break the table.
+            let why = cell
+                .failure
+                .as_deref()
+                .unwrap_or("no run")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .replace('|', "/");
+            let why = why.as_str();
+            if why.starts_with("n/a") {
+                // Not a failure: the peer does not serve this route (and says why).
+                let pad = " |".repeat(columns.len() - HEAD_COLUMNS);
+                let _ = writeln!(out, "{head} {why}{pad}");
+                continue;
+            }
             // The failure fills the first free column (its " |" is the first of these);
             // the rest stay empty.
             let pad = " |".repeat(columns.len() - HEAD_COLUMNS);

@@ -58,6 +58,80 @@ fn quick_run_on_one_variant_writes_figures() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `--peer NAME=COMMAND` measures any server: here a tiny one written for the test (Python's
+/// standard library), started with its port filled in, checked, measured and stopped with
+/// its whole process group. Its missing headers are reported as a note, not a failure.
+#[test]
+fn a_peer_given_on_the_command_line_is_measured() {
+    let dir = std::env::temp_dir().join(format!("archzoo-peer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("tiny.py");
+    std::fs::write(
+        &script,
+        r#"import http.server, sys
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello, world!"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Hello).serve_forever()
+"#,
+    )
+    .unwrap();
+    let peer = format!("tiny=python3 {} {{port}}", script.display());
+    let out = dir.join("results");
+    let stdout = bench(&[
+        "--quick",
+        "--peer",
+        &peer,
+        "--keepalive",
+        "off",
+        "-c",
+        "4",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    let row = row(&stdout, "tiny");
+    assert!(
+        row.contains("| --peer |") && !row.contains("FAILED"),
+        "{stdout}"
+    );
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let rps: f64 = cells[8].split_whitespace().next().unwrap().parse().unwrap();
+    assert!(rps > 0.0, "{row}");
+    assert!(
+        stdout.contains("note (tiny plaintext, c=4): its response lacks"),
+        "{stdout}"
+    );
+    // Nothing of it is left listening: the group was stopped.
+    assert!(
+        !stdout.contains("| prefork-eventloop |"),
+        "only the peer runs: {stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A peer that cannot start is one clear failure in its cell, not a hang or a crash.
+#[test]
+fn a_peer_that_does_not_start_fails_its_cell_clearly() {
+    let stdout = bench(&[
+        "--quick",
+        "--peer",
+        "broken=sh -c 'echo no such server >&2; exit 3' {port}",
+        "--keepalive",
+        "off",
+    ]);
+    let row = row(&stdout, "broken");
+    assert!(
+        row.contains("FAILED") && row.contains("no such server"),
+        "{row}"
+    );
+}
+
 /// Runs `bench` against the debug server binaries and the test database; returns stdout
 /// after checking the exit status.
 fn bench(args: &[&str]) -> String {

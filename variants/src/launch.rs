@@ -147,11 +147,34 @@ pub struct Launch {
     max_files: Option<(u64, u64)>,
 }
 
+/// A free loopback port for a server that cannot be told to pick one (a peer): bound and
+/// released, so another process could take it before the server does — then its start
+/// fails clearly and the cell says so.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
 impl Launch {
     /// `binary` on 127.0.0.1, port 0 (a free port, named in its start-up line).
     pub fn new(binary: &Path) -> Launch {
         let mut cmd = Command::new(binary);
         cmd.args(["--bind", "127.0.0.1", "--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        Launch {
+            cmd,
+            cpus: Vec::new(),
+            max_files: None,
+        }
+    }
+
+    /// A shell command line (a peer: `sh -c COMMAND`), with nothing added to it.
+    pub fn shell(command: &str) -> Launch {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", command])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -185,9 +208,64 @@ impl Launch {
         self
     }
 
+    /// Starts a server that prints no archzoo start-up line (a peer) and waits until
+    /// `addr` accepts connections. A server that exits first, or does not listen within
+    /// the start time, is an `Err` with what it printed. Stopping it signals its whole
+    /// process group, since its main process may be a shell or a master of its own kind.
+    pub fn start_at(self, addr: SocketAddr) -> Result<Server, String> {
+        let mut server = self.spawn()?;
+        server.addr = addr;
+        server.signal_group = true;
+        let started = Instant::now();
+        while started.elapsed() < START_TIMEOUT {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(server);
+            }
+            if !server.alive() {
+                server.await_eof();
+                return Err(format!(
+                    "exited before listening on {addr}: {}",
+                    server.stderr_lines().join(" / ")
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "not listening on {addr} after {START_TIMEOUT:?}: {}",
+            server.stderr_lines().join(" / ")
+        ))
+    }
+
     /// Starts the server and waits for its start-up line. A server that exits or stays
     /// silent is an `Err` with what it printed.
-    pub fn start(mut self) -> Result<Server, String> {
+    pub fn start(self) -> Result<Server, String> {
+        let (server, rx) = self.spawn_reading()?;
+        Self::await_line(server, rx)
+    }
+
+    fn spawn(self) -> Result<Server, String> {
+        self.spawn_reading().map(|(server, _)| server)
+    }
+
+    fn await_line(mut server: Server, rx: mpsc::Receiver<SocketAddr>) -> Result<Server, String> {
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => {
+                server.addr = addr;
+                Ok(server)
+            }
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(100));
+                Err(format!(
+                    "no start-up line; stderr: {}",
+                    server.stderr_lines().join(" / ")
+                ))
+            }
+        }
+    }
+
+    /// Spawns the command in its own process group with a thread collecting its stderr;
+    /// the receiver gets the address of an archzoo start-up line.
+    fn spawn_reading(mut self) -> Result<(Server, mpsc::Receiver<SocketAddr>), String> {
         prepare(&mut self.cmd, &self.cpus, self.max_files);
         let mut child = self.cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
         remember(child.id() as i32);
@@ -208,25 +286,14 @@ impl Launch {
             }
             e.store(true, Ordering::SeqCst);
         });
-        let mut server = Server {
+        let server = Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             lines,
             eof,
+            signal_group: false,
         };
-        match rx.recv_timeout(START_TIMEOUT) {
-            Ok(addr) => {
-                server.addr = addr;
-                Ok(server)
-            }
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(100));
-                Err(format!(
-                    "no start-up line; stderr: {}",
-                    server.stderr_lines().join(" / ")
-                ))
-            }
-        }
+        Ok((server, rx))
     }
 }
 
@@ -245,6 +312,8 @@ pub struct Server {
     lines: Arc<Mutex<Vec<String>>>,
     /// Set by the stderr reader at end of file: every process of the server closed it.
     eof: Arc<AtomicBool>,
+    /// Stop signals go to the whole process group (a peer), not to the main process.
+    signal_group: bool,
 }
 
 impl Server {
@@ -304,8 +373,13 @@ impl Server {
         limit: Duration,
     ) -> Option<(ExitStatus, Duration)> {
         let started = Instant::now();
+        let target = if self.signal_group {
+            -self.pid()
+        } else {
+            self.pid()
+        };
         // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(self.pid(), signal) };
+        unsafe { libc::kill(target, signal) };
         while started.elapsed() < limit {
             if let Ok(Some(status)) = self.child.try_wait() {
                 let took = started.elapsed();
@@ -383,6 +457,41 @@ mod tests {
             Some("127.0.0.1:4242".parse().unwrap())
         );
         assert_eq!(listening_addr("x: error: busy"), None);
+    }
+
+    #[test]
+    fn a_peer_is_ready_when_its_port_accepts_and_stops_with_its_group() {
+        let port = free_port().unwrap();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        // A shell that starts a listener as its child, as peers/run does.
+        let cmd = format!(
+            "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",{port})); s.listen(); time.sleep(60)' & wait"
+        );
+        let server = Launch::shell(&cmd).start_at(addr).unwrap();
+        let pgid = server.pid();
+        server.stop(Duration::from_secs(2));
+        // No live (non-zombie) process is left in its group; zombies wait for whoever
+        // reaps orphans here, which may take a moment.
+        let live = || {
+            std::fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+                .filter_map(|stat| {
+                    let rest = stat.rfind(')').map(|i| stat[i + 2..].to_string())?;
+                    let f: Vec<&str> = rest.split_whitespace().collect();
+                    (f.get(2)?.parse::<i32>().ok()? == pgid && f[0] != "Z").then_some(())
+                })
+                .count()
+        };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while live() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(live(), 0, "the group outlived stop");
+        let err = Launch::shell("exit 3").start_at(addr).err().unwrap();
+        assert!(err.contains("exited before listening"), "{err}");
     }
 
     #[test]

@@ -10,11 +10,14 @@
 //!   that can be killed alone, one connection per worker, forwarding to workers, …), and
 //!   [`VARIANTS`], the table itself.
 //! - [`workloads`] — [`Workload`]: a request path and how to recognise a correct answer.
+//! - [`peers`] — the real third-party servers run beside the models (`bench --peers`,
+//!   `--peer NAME=COMMAND`).
 //! - [`launch`] — starting a server in its own process group (pinned, if asked), reading
 //!   the address from its start-up line, stopping it and collecting its `--stats` lines;
 //!   every group it started is killed when its handle drops, or on Ctrl-C.
 
 pub mod launch;
+pub mod peers;
 pub mod table;
 pub mod workloads;
 

@@ -1,0 +1,237 @@
+//! The real systems beside the models: third-party servers run through the same cells as
+//! archzoo's variants, so a run shows how much of a result is the architecture and how
+//! much the language and implementation.
+//!
+//! Built-in peers ([`BUILTIN`]) are started by `peers/run NAME PORT WORKERS DB` (their
+//! programs and configurations live in `peers/`, `peers/install` installs them); any other
+//! server joins with `--peer 'NAME=COMMAND'`, where the command names `{port}` and may name
+//! `{workers}` and `{db}`.
+
+/// A built-in peer: one row.
+#[derive(Debug, Clone, Copy)]
+pub struct Builtin {
+    pub name: &'static str,
+    /// What it is, for the table's model column.
+    pub what: &'static str,
+    /// The archzoo variants it stands beside.
+    pub beside: &'static [&'static str],
+    /// What `--workers` sets in it.
+    pub workers_mean: &'static str,
+    /// Workloads it does not serve, each with the reason (a cell marked n/a, never a fake).
+    pub unsupported: &'static [(&'static str, &'static str)],
+}
+
+const NO_JSON: (&str, &str) = ("json", "not among the posts' routes for this peer");
+
+/// Every built-in peer.
+pub const BUILTIN: &[Builtin] = &[
+    Builtin {
+        name: "nginx",
+        what: "nginx 1.22, return 200 from its configuration",
+        beside: &["prefork-eventloop"],
+        workers_mean: "worker_processes",
+        unsupported: &[
+            NO_JSON,
+            (
+                "sum",
+                "nginx answers from its configuration: it runs no handler code",
+            ),
+            (
+                "db",
+                "nginx answers from its configuration: it runs no handler code",
+            ),
+            (
+                "sleep",
+                "nginx answers from its configuration: it runs no handler code",
+            ),
+        ],
+    },
+    Builtin {
+        name: "php-fpm",
+        what: "nginx → php-fpm 8.2, pm = static",
+        beside: &["prefork-blocking", "reactor-workers"],
+        workers_mean: "pm.max_children",
+        unsupported: &[NO_JSON],
+    },
+    Builtin {
+        name: "go-nethttp",
+        what: "Go net/http (stdlib)",
+        beside: &["work-stealing"],
+        workers_mean: "GOMAXPROCS",
+        unsupported: &[
+            NO_JSON,
+            (
+                "db",
+                "Go's standard library has no SQLite driver, and no module can be fetched here",
+            ),
+        ],
+    },
+    Builtin {
+        name: "node-cluster",
+        what: "Node.js http + cluster",
+        beside: &["prefork-eventloop"],
+        workers_mean: "cluster workers",
+        unsupported: &[
+            NO_JSON,
+            (
+                "db",
+                "Node.js 20 has no built-in SQLite (node:sqlite came in 22.5)",
+            ),
+        ],
+    },
+    Builtin {
+        name: "gevent",
+        what: "gevent WSGI (gunicorn -k gevent for N > 1)",
+        beside: &["coroutine-reuseport"],
+        workers_mean: "processes",
+        unsupported: &[NO_JSON],
+    },
+    Builtin {
+        name: "uwsgi",
+        what: "uWSGI --http, prefork processes",
+        beside: &["prefork-blocking"],
+        workers_mean: "processes",
+        unsupported: &[NO_JSON],
+    },
+    Builtin {
+        name: "tornado",
+        what: "Tornado (asyncio), fork_processes for N > 1",
+        beside: &["prefork-eventloop"],
+        workers_mean: "processes",
+        unsupported: &[NO_JSON],
+    },
+];
+
+/// A peer to run: a built-in one or one given with `--peer`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub name: String,
+    /// The command line, with `{port}`, `{workers}`, `{db}` and `{peers}` to fill in.
+    pub command: String,
+    /// For the table's model column.
+    pub what: String,
+    /// Workloads it does not serve, and why.
+    pub unsupported: Vec<(String, String)>,
+    /// Installed by `peers/install` (a built-in peer).
+    pub builtin: bool,
+}
+
+impl Peer {
+    /// The built-in peer `name`.
+    pub fn builtin(name: &str) -> Result<Peer, String> {
+        let b = BUILTIN.iter().find(|b| b.name == name).ok_or_else(|| {
+            let known: Vec<&str> = BUILTIN.iter().map(|b| b.name).collect();
+            format!("unknown peer '{name}' (known: {})", known.join(", "))
+        })?;
+        Ok(Peer {
+            name: b.name.to_string(),
+            command: format!("{{peers}}/run {} {{port}} {{workers}} {{db}}", b.name),
+            what: format!("real: {}", b.what),
+            unsupported: b
+                .unsupported
+                .iter()
+                .map(|(w, why)| (w.to_string(), why.to_string()))
+                .collect(),
+            builtin: true,
+        })
+    }
+
+    /// `NAME=COMMAND` from `--peer`: any server, started with `sh -c COMMAND` once the
+    /// placeholders are filled in. The command must name `{port}`: the harness chooses it.
+    pub fn parse(arg: &str) -> Result<Peer, String> {
+        let (name, command) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("--peer takes NAME=COMMAND, not '{arg}'"))?;
+        let (name, command) = (name.trim(), command.trim());
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        {
+            return Err(format!(
+                "--peer: the name '{name}' must be letters, digits, '-', '_', '.' or '/'"
+            ));
+        }
+        if !command.contains("{port}") {
+            return Err(format!(
+                "--peer {name}: the command must contain {{port}} (the harness picks a free port)"
+            ));
+        }
+        Ok(Peer {
+            name: name.to_string(),
+            command: command.to_string(),
+            what: "--peer".to_string(),
+            unsupported: Vec::new(),
+            builtin: false,
+        })
+    }
+
+    /// Why it does not serve `workload`, if it does not.
+    pub fn unsupported(&self, workload: &str) -> Option<&str> {
+        self.unsupported
+            .iter()
+            .find(|(w, _)| w == workload)
+            .map(|(_, why)| why.as_str())
+    }
+
+    /// The command line for one start.
+    pub fn command_line(&self, port: u16, workers: usize, db: &str, peers_dir: &str) -> String {
+        self.command
+            .replace("{port}", &port.to_string())
+            .replace("{workers}", &workers.to_string())
+            .replace("{db}", db)
+            .replace("{peers}", peers_dir)
+    }
+}
+
+/// The built-in peers that stand beside `variant`.
+pub fn beside(variant: &str) -> Vec<&'static str> {
+    BUILTIN
+        .iter()
+        .filter(|b| b.beside.contains(&variant))
+        .map(|b| b.name)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::VARIANTS;
+
+    #[test]
+    fn peer_arguments_are_parsed_and_filled_in() {
+        let p = Peer::parse("swoole-co = php server.php {port} {workers}").unwrap();
+        assert_eq!(p.name, "swoole-co");
+        assert_eq!(
+            p.command_line(8081, 2, "/d.db", "/p"),
+            "php server.php 8081 2"
+        );
+        assert!(p.unsupported("sleep").is_none());
+        for bad in [
+            "no-equals",
+            "=cmd {port}",
+            "x=cmd without port",
+            "a b=cmd {port}",
+        ] {
+            assert!(Peer::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn builtin_peers_run_through_peers_run_and_name_real_models() {
+        let nginx = Peer::builtin("nginx").unwrap();
+        assert_eq!(
+            nginx.command_line(9000, 4, "/x.db", "/repo/peers"),
+            "/repo/peers/run nginx 9000 4 /x.db"
+        );
+        assert!(nginx.unsupported("sleep").is_some());
+        assert!(nginx.unsupported("plaintext").is_none());
+        assert!(Peer::builtin("apache").unwrap_err().contains("php-fpm"));
+        for b in BUILTIN {
+            for model in b.beside {
+                assert!(VARIANTS.iter().any(|v| v.name == *model), "{model}");
+            }
+        }
+        assert_eq!(beside("work-stealing"), vec!["go-nethttp"]);
+    }
+}
