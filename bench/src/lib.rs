@@ -13,6 +13,7 @@
 //! - [`client`] — `ab` and `wrk` command lines and parsers of their output.
 //! - [`procfs`] — CPU time, context switches and peak memory of a process tree, from /proc.
 //! - [`server`] — starting a cell's server with its flags, validating its answer.
+//! - [`fidelity`] — `--fidelity`: each model beside its real systems, signatures and cost.
 //! - [`idle`] — `--idle-conns N`: N idle keep-alive connections per server, memory per
 //!   connection, and whether every one is still answered.
 //! - [`report`] — the verdict rule, the markdown table, results.json/csv and SVG charts.
@@ -22,6 +23,7 @@
 
 pub mod attack;
 pub mod client;
+pub mod fidelity;
 pub mod idle;
 pub mod matrix;
 pub mod perf;

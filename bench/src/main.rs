@@ -8,7 +8,7 @@ use std::time::Duration;
 use bench::client::{Amount, Client};
 use bench::matrix::{self, Plan, Target};
 use bench::report;
-use bench::{idle, procfs};
+use bench::{fidelity, idle, procfs};
 use clap::Parser;
 use common::cli::{allowed_cpus, CpuList};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -33,6 +33,11 @@ struct Args {
     /// {db}) in the command; repeatable. E.g. 'swoole=php server.php {port} {workers}'.
     #[arg(long = "peer", value_name = "NAME=COMMAND")]
     peer: Vec<String>,
+    /// Each model beside the real systems it stands for (the --peers given, else every
+    /// built-in peer installed here): /sleep and keep-alive-vs-close signatures, and the
+    /// CPU cost of the original over the model; prints the fidelity table after the matrix.
+    #[arg(long)]
+    fidelity: bool,
     /// Workloads to run: plaintext, json, sum, db, sleep.
     #[arg(long, default_value = "plaintext")]
     workloads: String,
@@ -134,6 +139,21 @@ fn main() {
     for name in args.peers.iter().flat_map(|l| l.split(',')).map(str::trim) {
         if !name.is_empty() {
             peers.push(Peer::builtin(name).unwrap_or_else(|e| fail(e)));
+        }
+    }
+    if args.fidelity && args.peers.is_none() {
+        // Every built-in peer that can start here; the others are named, not hidden.
+        for b in peers::BUILTIN {
+            match peer_missing(b.name) {
+                None => peers.push(Peer::builtin(b.name).unwrap_or_else(|e| fail(e))),
+                Some(why) => eprintln!(
+                    "bench: --fidelity without {}: {why} (scripts/bench --peers {0} installs it)",
+                    b.name
+                ),
+            }
+        }
+        if peers.is_empty() {
+            fail("--fidelity: no built-in peer is installed (scripts/bench --fidelity --peers nginx,... installs them)");
         }
     }
     for arg in &args.peer {
@@ -279,7 +299,20 @@ fn main() {
             .chain(peers.iter().cloned().map(Target::Peer))
             .collect(),
     };
-    for target in &targets {
+    // --fidelity measures its own cells: the signatures, at the first concurrency given.
+    let fidelity_cells: Vec<(Workload, bool)> = fidelity::CELLS
+        .iter()
+        .map(|&(w, ka)| {
+            let workload = *WORKLOADS.iter().find(|x| x.name == w).expect("a workload");
+            (workload, ka)
+        })
+        .collect();
+    for target in targets.iter().filter(|_| args.fidelity) {
+        for &(workload, ka) in &fidelity_cells {
+            jobs.push((target.clone(), stacks[0], workload, ka, args.concurrency[0]));
+        }
+    }
+    for target in targets.iter().filter(|_| !args.fidelity) {
         // A peer is what it is: the framework stack is an archzoo layer.
         let target_stacks: &[&str] = match target {
             Target::Model(_) => &stacks,
@@ -318,6 +351,17 @@ fn main() {
     bar.finish_and_clear();
 
     println!("{}", report::markdown(&cells));
+    if args.fidelity {
+        println!(
+            "{}",
+            fidelity::table(
+                &cells,
+                &fidelity::pairs(&peers),
+                plan.workers,
+                args.concurrency[0]
+            )
+        );
+    }
     let dir = args.out.join(timestamp());
     let meta = serde_json::json!({
         "machine": procfs::machine(),
@@ -338,6 +382,16 @@ fn main() {
     match report::write_files(&dir, &cells, meta) {
         Ok(()) => eprintln!("bench: results in {}", dir.display()),
         Err(e) => fail(e),
+    }
+}
+
+/// Why the built-in peer `name` cannot start here (`peers/run --check`), if it cannot.
+fn peer_missing(name: &str) -> Option<String> {
+    let run = format!("{}/run", matrix::PEERS_DIR);
+    match Command::new(&run).args(["--check", name]).output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        Err(e) => Some(format!("cannot run {run}: {e}")),
     }
 }
 

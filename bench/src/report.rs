@@ -260,8 +260,11 @@ pub fn markdown(cells: &[Cell]) -> String {
         for note in &cell.notes {
             let _ = writeln!(
                 out,
-                "note ({} {}, c={}): {note}",
-                cell.variant, cell.workload, cell.connections
+                "note ({} {}, keep-alive {}, c={}): {note}",
+                cell.variant,
+                cell.workload,
+                if cell.keep_alive { "on" } else { "off" },
+                cell.connections
             );
         }
     }

@@ -104,7 +104,7 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Hello).serve_forever()
     let rps: f64 = cells[8].split_whitespace().next().unwrap().parse().unwrap();
     assert!(rps > 0.0, "{row}");
     assert!(
-        stdout.contains("note (tiny plaintext, c=4): its response lacks"),
+        stdout.contains("note (tiny plaintext, keep-alive off, c=4): its response lacks"),
         "{stdout}"
     );
     // Nothing of it is left listening: the group was stopped.
@@ -113,6 +113,31 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Hello).serve_forever()
         "only the peer runs: {stdout}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--fidelity` runs the signature cells for a model and the peer beside it and prints the
+/// fidelity table: a row per pair, figures or the reason there are none.
+#[test]
+fn fidelity_prints_a_row_per_model_and_peer() {
+    let out = std::env::temp_dir().join(format!("archzoo-fidelity-{}", std::process::id()));
+    let stdout = bench(&[
+        "--fidelity",
+        "--quick",
+        "--peers",
+        "node-cluster",
+        "-c",
+        "16",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(
+        stdout.contains("| model | original | /sleep?ms=20 req/s"),
+        "{stdout}"
+    );
+    let row = row(&stdout, "prefork-eventloop | node-cluster");
+    // The model's side is always measured: predicted · model · original (or the reason).
+    assert!(row.contains("800 · "), "{row}");
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// A peer that cannot start is one clear failure in its cell, not a hang or a crash.
