@@ -12,6 +12,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 
 use crate::codec::{ConnConfig, Timeouts};
+use crate::handler::App;
 
 /// Flags shared by every server; each server flattens this into its own `Args`.
 #[derive(clap::Args, Debug, Clone)]
@@ -157,6 +158,11 @@ impl ServerArgs {
             stats: self.stats,
             conn: ConnConfig {
                 handler: self.stack.handler(),
+                app: App {
+                    db: Some(self.db.clone()),
+                    blocking: None,
+                }
+                .leak(),
                 capture_headers: self.stack.reads_headers(),
                 timeouts: Timeouts {
                     header: Duration::from_secs(self.header_timeout),

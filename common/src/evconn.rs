@@ -60,7 +60,7 @@ pub struct EvConn<S, M: Mode = Answer> {
     /// The codec decided to close: close once the output is written.
     closing: bool,
     /// Lingering close after an error: FIN sent, discarding input until this deadline.
-    linger_until: Option<(Instant, usize)>,
+    linger_until: Option<linger::Drain>,
     /// Given up: the peer stopped reading our output and missed its deadline.
     aborted: bool,
     /// Since when a write has been blocked (set only when one would block, so the common
@@ -205,10 +205,10 @@ impl<S: Read + Write + AsFd, M: Mode> EvConn<S, M> {
             return Next::Close;
         }
         let _ = SockRef::from(&self.stream).shutdown(Shutdown::Write);
-        let deadline = Instant::now() + linger::TIMEOUT;
-        self.linger_until = Some((deadline, 0));
+        let drain = linger::Drain::start();
+        self.linger_until = Some(drain);
         match self.discard() {
-            Next::Pending => Next::Timer(deadline),
+            Next::Pending => Next::Timer(drain.deadline()),
             other => other,
         }
     }
@@ -217,18 +217,18 @@ impl<S: Read + Write + AsFd, M: Mode> EvConn<S, M> {
     fn discard(&mut self) -> Next {
         let mut scratch = [0u8; 4096];
         loop {
-            let Some((deadline, drained)) = self.linger_until.as_mut() else {
+            let Some(drain) = self.linger_until.as_mut() else {
                 return Next::Close;
             };
-            if *drained >= linger::MAX_BYTES || Instant::now() >= *deadline {
+            if drain.left().is_none() {
                 return Next::Close;
             }
-            match self.stream.read(&mut scratch) {
-                Ok(0) => return Next::Close,
-                Ok(n) => *drained += n,
+            let result = self.stream.read(&mut scratch);
+            match &result {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Pending,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Next::Close,
+                _ if drain.read(&result) => {}
+                _ => return Next::Close,
             }
         }
     }

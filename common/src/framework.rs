@@ -22,14 +22,14 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::handler::Reply;
+use crate::handler::{App, Reply};
 use crate::request::{Method, Request};
 use crate::response::{Body, Response};
 use crate::routes;
 
 /// The request object a framework hands its controllers: everything owned.
 #[derive(Debug)]
-pub struct Context {
+pub struct Context<'a> {
     pub method: &'static str,
     pub path: String,
     pub query: HashMap<String, String>,
@@ -38,10 +38,12 @@ pub struct Context {
     pub params: HashMap<String, String>,
     pub request_id: u64,
     pub started: Instant,
+    /// What the server gave the application (the `/db` file, the blocking hook).
+    pub app: &'a App,
 }
 
-impl Context {
-    fn from_request(req: &Request) -> Self {
+impl<'a> Context<'a> {
+    fn from_request(req: &Request, app: &'a App) -> Self {
         let query = req
             .query()
             .map(|q| {
@@ -71,6 +73,7 @@ impl Context {
             params: HashMap::new(),
             request_id: 0,
             started: Instant::now(),
+            app,
         }
     }
 }
@@ -139,9 +142,9 @@ impl Default for ResponseBuilder {
     }
 }
 
-type Endpoint = fn(&Context) -> ResponseBuilder;
-type Next<'a> = &'a dyn Fn(&mut Context) -> ResponseBuilder;
-type Middleware = fn(&mut Context, Next) -> ResponseBuilder;
+type Endpoint = fn(&Context<'_>) -> ResponseBuilder;
+type Next<'a> = &'a dyn Fn(&mut Context<'_>) -> ResponseBuilder;
+type Middleware = fn(&mut Context<'_>, Next<'_>) -> ResponseBuilder;
 
 const MIDDLEWARE: &[Middleware] = &[request_id, timing, access_log];
 
@@ -155,7 +158,7 @@ fn router() -> &'static matchit::Router<Endpoint> {
             ("/json", json),
             ("/sum", |_| ResponseBuilder::from_reply(routes::sum_reply())),
             ("/db", |c| {
-                ResponseBuilder::from_reply(routes::db_reply(c.raw_query.as_deref()))
+                ResponseBuilder::from_reply(routes::db_reply(c.raw_query.as_deref(), c.app))
             }),
             ("/sleep", |c| {
                 ResponseBuilder::from_reply(routes::sleep_reply(c.raw_query.as_deref()))
@@ -170,35 +173,35 @@ fn router() -> &'static matchit::Router<Endpoint> {
     })
 }
 
-fn hello(_: &Context) -> ResponseBuilder {
+fn hello(_: &Context<'_>) -> ResponseBuilder {
     ResponseBuilder::new().body(Body::Static(routes::HELLO))
 }
 
-fn json(_: &Context) -> ResponseBuilder {
+fn json(_: &Context<'_>) -> ResponseBuilder {
     ResponseBuilder::new()
         .content_type("application/json")
         .body(Body::Owned(routes::json_body()))
 }
 
-fn greet(c: &Context) -> ResponseBuilder {
+fn greet(c: &Context<'_>) -> ResponseBuilder {
     let name = c.params.get("name").map_or("", String::as_str);
     ResponseBuilder::new().body(Body::Owned(format!("hello, {name}!").into_bytes()))
 }
 
 /// The framework's entry point: request object, middleware chain, router, builder.
-pub fn handle(req: &Request) -> Reply {
-    let mut ctx = Context::from_request(req);
+pub fn handle(req: &Request, app: &App) -> Reply {
+    let mut ctx = Context::from_request(req, app);
     chain(&mut ctx, 0).build()
 }
 
-fn chain(ctx: &mut Context, i: usize) -> ResponseBuilder {
+fn chain(ctx: &mut Context<'_>, i: usize) -> ResponseBuilder {
     match MIDDLEWARE.get(i) {
         Some(middleware) => middleware(ctx, &|c| chain(c, i + 1)),
         None => dispatch(ctx),
     }
 }
 
-fn dispatch(ctx: &mut Context) -> ResponseBuilder {
+fn dispatch(ctx: &mut Context<'_>) -> ResponseBuilder {
     match router().at(&ctx.path) {
         Ok(found) => {
             ctx.params = found
@@ -222,7 +225,7 @@ thread_local! {
 }
 
 /// Request ids unique per process without a shared counter: thread id in the high bits.
-fn request_id(ctx: &mut Context, next: Next) -> ResponseBuilder {
+fn request_id(ctx: &mut Context<'_>, next: Next<'_>) -> ResponseBuilder {
     let n = NEXT_ID.with(|c| {
         c.set(c.get() + 1);
         c.get()
@@ -235,13 +238,13 @@ fn request_id(ctx: &mut Context, next: Next) -> ResponseBuilder {
     resp
 }
 
-fn timing(ctx: &mut Context, next: Next) -> ResponseBuilder {
+fn timing(ctx: &mut Context<'_>, next: Next<'_>) -> ResponseBuilder {
     ctx.started = Instant::now();
     next(ctx)
 }
 
 /// An access log line per request into a per-thread buffer, dropped past 64 KiB.
-fn access_log(ctx: &mut Context, next: Next) -> ResponseBuilder {
+fn access_log(ctx: &mut Context<'_>, next: Next<'_>) -> ResponseBuilder {
     let resp = next(ctx);
     let agent = ctx.headers.get("user-agent").map_or("-", String::as_str);
     LOG.with(|log| {
@@ -268,7 +271,10 @@ mod tests {
     use crate::request::Version;
 
     fn get(path: &str) -> Reply {
-        handle(&Request::new(Method::Get, Version::Http11, path).unwrap())
+        handle(
+            &Request::new(Method::Get, Version::Http11, path).unwrap(),
+            &App::NONE,
+        )
     }
 
     #[test]
@@ -281,7 +287,10 @@ mod tests {
             "/sleep?ms=5",
             "/sleep?ms=x",
         ] {
-            let raw = routes::handle(&Request::new(Method::Get, Version::Http11, path).unwrap());
+            let raw = routes::handle(
+                &Request::new(Method::Get, Version::Http11, path).unwrap(),
+                &App::NONE,
+            );
             let framed = get(path);
             assert_eq!(framed.response.status, raw.response.status, "{path}");
             assert_eq!(framed.response.body, raw.response.body, "{path}");

@@ -9,14 +9,57 @@
 //! tokio or glommio timer — then sends the response. That keeps one handler for all
 //! architectures while letting each one wait the way it really would.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::request::Request;
 use crate::response::Response;
 
-/// A handler: request in, reply out. A plain `fn` so that a connection can carry it
-/// without a generic parameter, and without a virtual call hidden on the hot path.
-pub type Handler = fn(&Request) -> Reply;
+/// A handler: request and application in, reply out. A plain `fn` so that a connection can
+/// carry it without a generic parameter, and without a virtual call hidden on the hot path.
+pub type Handler = fn(&Request, &App) -> Reply;
+
+/// A runtime's way to run blocking work: tokio's multi-thread runtime hands its worker's
+/// queue to another thread first (`block_in_place`), as Go's scheduler hands off the P of
+/// a goroutine blocked in a system call. Everyone else just calls it.
+pub type BlockingHook = fn(&mut dyn FnMut());
+
+/// What the application gets from the server it runs in, passed to every handler call
+/// with the request (as may_minihttp passes its service state): the `/db` file, and how
+/// this runtime wants blocking work run. Built once per process (`ServerArgs::resolve`)
+/// and shared by every connection; nothing of it is a global.
+#[derive(Debug, Clone, Default)]
+pub struct App {
+    /// The SQLite file of `/db` (`--db`), checked before any worker starts.
+    pub db: Option<PathBuf>,
+    /// None: blocking work runs where the handler runs.
+    pub blocking: Option<BlockingHook>,
+}
+
+impl App {
+    /// No database, no hook: for handlers that need neither (tests, the codec's own).
+    pub const NONE: App = App {
+        db: None,
+        blocking: None,
+    };
+
+    /// Runs `f` the runtime's way (see [`BlockingHook`]).
+    pub fn run_blocking<T>(&self, f: impl FnOnce() -> T) -> T {
+        let mut f = Some(f);
+        let mut out = None;
+        let mut call = || out = f.take().map(|f| f());
+        match self.blocking {
+            Some(hook) => hook(&mut call),
+            None => call(),
+        }
+        out.expect("the blocking hook ran the closure")
+    }
+
+    /// Leaks this value for the life of the process: connections keep a `&'static App`.
+    pub fn leak(self) -> &'static App {
+        Box::leak(Box::new(self))
+    }
+}
 
 /// What a handler decided.
 #[derive(Debug, Clone, PartialEq, Eq)]

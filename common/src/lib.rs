@@ -8,7 +8,8 @@
 //! # Layout
 //!
 //! - [`request`] and [`handler`] — the seam: a parsed request, and the [`handler::Handler`]
-//!   that turns it into a [`handler::Reply`]. Leaves: neither knows the codec nor the routes.
+//!   that turns it and the [`handler::App`] (the `/db` file, the runtime's blocking hook)
+//!   into a [`handler::Reply`]. Leaves: neither knows the codec nor the routes.
 //! - [`codec`] — the HTTP/1.x connection state machine ([`codec::Conn`]): an input buffer,
 //!   incremental parsing with `httparse` (`codec::head`), body framing (Content-Length and
 //!   chunked, `codec::chunked`, read and discarded), keep-alive rules, limits and error

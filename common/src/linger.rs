@@ -16,6 +16,49 @@ pub const TIMEOUT: Duration = Duration::from_secs(1);
 /// Most bytes drained from a closing connection.
 pub const MAX_BYTES: usize = 4 << 20;
 
+/// One lingering close's budget: until end-of-file, [`TIMEOUT`] in all or [`MAX_BYTES`]
+/// drained, whichever comes first. Every server drains through one of these — with its own
+/// runtime's reads (blocking, coroutine, tokio, io_uring, epoll) — so the bounds are the
+/// same everywhere and written once.
+#[derive(Debug, Clone, Copy)]
+pub struct Drain {
+    deadline: Instant,
+    drained: usize,
+}
+
+impl Drain {
+    /// Starts the clock: call right after shutting the write side.
+    pub fn start() -> Self {
+        Drain {
+            deadline: Instant::now() + TIMEOUT,
+            drained: 0,
+        }
+    }
+
+    /// How long the next read may wait; `None` once the budget is spent (close now).
+    pub fn left(&self) -> Option<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        (!left.is_zero() && self.drained < MAX_BYTES).then_some(left)
+    }
+
+    /// When the budget runs out (for loops that arm a timer instead of waiting).
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Records what a read returned: false when draining is over (end-of-file, an error,
+    /// or the byte budget spent).
+    pub fn read(&mut self, result: &std::io::Result<usize>) -> bool {
+        match result {
+            Ok(n) if *n > 0 => {
+                self.drained += n;
+                self.drained < MAX_BYTES
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Lingering close for a blocking socket (the connection is closed when dropped).
 pub fn blocking(mut stream: TcpStream) {
     let _ = stream.shutdown(Shutdown::Write);
@@ -29,17 +72,29 @@ pub fn drain<S: Read>(
     stream: &mut S,
     set_read_timeout: impl Fn(&S, Option<Duration>) -> std::io::Result<()>,
 ) {
-    let deadline = Instant::now() + TIMEOUT;
+    let mut drain = Drain::start();
     let mut scratch = [0u8; 2048];
-    let mut drained = 0;
-    while drained < MAX_BYTES {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || set_read_timeout(stream, Some(left)).is_err() {
+    while let Some(left) = drain.left() {
+        if set_read_timeout(stream, Some(left)).is_err() || !drain.read(&stream.read(&mut scratch))
+        {
             return;
         }
-        match stream.read(&mut scratch) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => drained += n,
-        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drain_ends_at_eof_an_error_or_its_byte_budget() {
+        let mut d = Drain::start();
+        assert!(d.left().is_some_and(|l| l <= TIMEOUT));
+        assert!(d.read(&Ok(1024)));
+        assert!(!d.read(&Ok(0)), "end-of-file ends it");
+        assert!(!Drain::start().read(&Err(std::io::ErrorKind::ConnectionReset.into())));
+        let mut big = Drain::start();
+        assert!(!big.read(&Ok(MAX_BYTES)), "the byte budget ends it");
+        assert!(big.left().is_none());
     }
 }

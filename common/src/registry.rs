@@ -50,8 +50,19 @@ fn epoch() -> Instant {
     *EPOCH.get_or_init(Instant::now)
 }
 
+/// `at` in whole milliseconds since [`epoch`], plus one (0 means "no deadline"), rounded
+/// down: for the sweep's "now".
 fn millis(at: Instant) -> u64 {
     at.saturating_duration_since(epoch()).as_millis() as u64 + 1
+}
+
+/// The same rounded up: for a deadline, so that the sweep (which compares it with
+/// [`millis`] of now) never fires before the deadline itself. Rounded down, a sweep in the
+/// deadline's own millisecond ended a wait the connection did not yet count as expired,
+/// and it closed without its 408.
+fn millis_up(at: Instant) -> u64 {
+    let nanos = at.saturating_duration_since(epoch()).as_nanos();
+    nanos.div_ceil(1_000_000) as u64 + 1
 }
 
 /// A registered connection: its socket and its entry in the [`ConnRegistry`].
@@ -164,7 +175,7 @@ impl Registration {
     pub fn wait(&self, idle: bool, deadline: Option<Instant>) -> bool {
         self.published
             .deadline
-            .store(deadline.map_or(0, millis), SeqCst);
+            .store(deadline.map_or(0, millis_up), SeqCst);
         if !idle {
             return true;
         }
@@ -186,7 +197,7 @@ impl Registration {
     /// that stopped reading): past it, the sweep shuts the socket and the write fails.
     pub fn writing(&self, deadline: Instant) {
         self.published.writing.store(true, SeqCst);
-        self.published.deadline.store(millis(deadline), SeqCst);
+        self.published.deadline.store(millis_up(deadline), SeqCst);
     }
 
     /// Writes everything `conn` produced with `write_all` (the runtime's own), published as
@@ -274,5 +285,21 @@ mod tests {
         assert_eq!(late.read(&mut buf).unwrap(), 0);
         let err = (&on_time).read(&mut buf).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn the_sweep_never_ends_a_wait_before_its_deadline() {
+        let base = epoch() + std::time::Duration::from_millis(10);
+        for micros in [0u64, 1, 300, 700, 999] {
+            let deadline = base + std::time::Duration::from_micros(micros);
+            for before in [1u64, 200, 900] {
+                let now = deadline - std::time::Duration::from_micros(before);
+                assert!(
+                    millis_up(deadline) > millis(now),
+                    "{micros} µs, {before} µs early"
+                );
+            }
+            assert!(millis_up(deadline) <= millis(deadline + std::time::Duration::from_millis(1)));
+        }
     }
 }

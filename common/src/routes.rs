@@ -5,7 +5,7 @@
 //! the handler, on whatever thread the runtime called it from; that is the point of such a
 //! workload: it shows what each architecture does when a handler occupies its thread.
 
-use crate::handler::{Handler, Reply};
+use crate::handler::{App, Handler, Reply};
 use crate::request::Request;
 use crate::response::{Body, Response};
 use crate::{framework, workloads};
@@ -62,8 +62,8 @@ pub fn sum_reply() -> Reply {
     ))
 }
 
-pub fn db_reply(query: Option<&str>) -> Reply {
-    match workloads::queries_param(query).map(workloads::db_body) {
+pub fn db_reply(query: Option<&str>, app: &App) -> Reply {
+    match workloads::queries_param(query).map(|n| workloads::db_body(n, app)) {
         Ok(Ok(body)) => Reply::now(Response::new(200, "text/plain", Body::Owned(body))),
         Ok(Err(e)) => Reply::now(Response::text(500, format!("database error: {e}\n"))),
         Err(e) => Reply::now(Response::text(400, format!("{e}\n"))),
@@ -86,7 +86,7 @@ pub fn sleep_reply(query: Option<&str>) -> Reply {
 /// - `/json` → `{"message":"Hello, World!"}` (application/json)
 /// - `/sum`, `/db?queries=N`, `/sleep?ms=N` → see [`workloads`]
 /// - anything else → 404
-pub fn handle(req: &Request) -> Reply {
+pub fn handle(req: &Request, app: &App) -> Reply {
     match req.path() {
         "/" | "/plaintext" => Reply::now(Response::new(200, "text/plain", Body::Static(HELLO))),
         "/json" => Reply::now(Response::new(
@@ -95,7 +95,7 @@ pub fn handle(req: &Request) -> Reply {
             Body::Owned(json_body()),
         )),
         "/sum" => sum_reply(),
-        "/db" => db_reply(req.query()),
+        "/db" => db_reply(req.query(), app),
         "/sleep" => sleep_reply(req.query()),
         _ => Reply::now(Response::text(404, "not found\n")),
     }

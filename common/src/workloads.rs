@@ -17,10 +17,11 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
+
+use crate::handler::App;
 
 /// Rows in the `/db` table.
 pub const DB_ROWS: u32 = 1_000_000;
@@ -72,50 +73,26 @@ pub fn queries_param(query: Option<&str>) -> Result<u32, String> {
     }
 }
 
-/// A runtime's way to run blocking work: tokio's multi-thread runtime hands its worker's
-/// queue to another thread first (`block_in_place`), as Go's scheduler hands off the P of
-/// a goroutine blocked in a system call. Everyone else just calls it.
-pub type BlockingHook = fn(&mut dyn FnMut());
-
-static BLOCKING_HOOK: OnceLock<BlockingHook> = OnceLock::new();
-
-/// Installs the runtime's blocking hook (once, at start-up).
-pub fn set_blocking_hook(hook: BlockingHook) {
-    let _ = BLOCKING_HOOK.set(hook);
-}
-
-fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
-    let mut f = Some(f);
-    let mut out = None;
-    let mut call = || out = f.take().map(|f| f());
-    match BLOCKING_HOOK.get() {
-        Some(hook) => hook(&mut call),
-        None => call(),
-    }
-    out.expect("the blocking hook ran the closure")
-}
-
-static DB_PATH: OnceLock<PathBuf> = OnceLock::new();
-
 thread_local! {
-    // One read-only connection per worker thread, opened on first use; its statement
-    // cache keeps the query prepared.
-    static DB: RefCell<Option<Connection>> = const { RefCell::new(None) };
+    // One read-only connection per worker thread (and database file), opened on first
+    // use; its statement cache keeps the query prepared.
+    static DB: RefCell<Option<(PathBuf, Connection)>> = const { RefCell::new(None) };
 }
 
-/// `/db`: runs `queries` queries on this thread's connection and formats the sum.
-pub fn db_body(queries: u32) -> Result<Vec<u8>, String> {
-    let path = DB_PATH.get().ok_or("no database configured (--db)")?;
-    run_blocking(|| {
+/// `/db`: runs `queries` queries on this thread's connection to `app`'s database and
+/// formats the sum.
+pub fn db_body(queries: u32, app: &App) -> Result<Vec<u8>, String> {
+    let path = app.db.as_deref().ok_or("no database configured (--db)")?;
+    app.run_blocking(|| {
         DB.with(|cell| {
             let mut slot = cell.borrow_mut();
-            if slot.is_none() {
+            if slot.as_ref().is_none_or(|(open, _)| open != path) {
                 let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
                 let conn = Connection::open_with_flags(path, flags)
                     .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-                *slot = Some(conn);
+                *slot = Some((path.to_path_buf(), conn));
             }
-            let conn = slot.as_ref().ok_or("no connection")?;
+            let (_, conn) = slot.as_ref().ok_or("no connection")?;
             let mut stmt = conn.prepare_cached(QUERY).map_err(|e| e.to_string())?;
             let mut total = 0.0f64;
             for _ in 0..queries {
@@ -130,14 +107,13 @@ pub fn db_body(queries: u32) -> Result<Vec<u8>, String> {
     })
 }
 
-/// Makes sure `path` holds the `/db` table, building it if the file does not exist, and
-/// remembers it for the workers. Call before forking or spawning workers.
+/// Makes sure `path` holds the `/db` table, building it if the file does not exist. Call
+/// before forking or spawning workers.
 pub fn prepare_db(path: &Path) -> Result<(), String> {
     if !path.exists() {
         build_db(path)?;
     }
     verify_db(path)?;
-    let _ = DB_PATH.set(path.to_path_buf());
     Ok(())
 }
 
@@ -240,6 +216,18 @@ mod tests {
         for bad in ["ms=10001", "ms=-1", "ms=abc", "x=1"] {
             assert!(sleep_param(Some(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn db_uses_the_database_it_is_given_and_says_when_there_is_none() {
+        let err = db_body(1, &App::NONE).unwrap_err();
+        assert!(err.contains("--db"), "{err}");
+        let missing = App {
+            db: Some(std::env::temp_dir().join("archzoo-no-such-dir/none.db")),
+            blocking: None,
+        };
+        let err = db_body(1, &missing).unwrap_err();
+        assert!(err.contains("cannot open"), "{err}");
     }
 
     #[test]

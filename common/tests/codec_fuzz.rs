@@ -9,13 +9,13 @@
 //! bytes (a truncated body must fail, not pass as a HEAD response).
 
 use common::codec::{Conn, ConnConfig, Method, Progress, Request};
-use common::handler::Reply;
+use common::handler::{App, Reply};
 use common::routes;
 use proptest::prelude::*;
 
 /// The raw routes, with the request's method echoed in `X-Method`.
-fn echo_method(req: &Request) -> Reply {
-    let mut reply = routes::handle(req);
+fn echo_method(req: &Request, app: &App) -> Reply {
+    let mut reply = routes::handle(req, app);
     let method = if req.method == Method::Head {
         "HEAD"
     } else {

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use self::chunked::Chunked;
 use self::head::BodyFraming;
-use crate::handler::{Handler, Reply};
+use crate::handler::{App, Handler, Reply};
 
 use crate::response::{self, Framing, Response};
 use crate::stats;
@@ -103,6 +103,8 @@ impl Default for Timeouts {
 pub struct ConnConfig {
     /// What answers a request (`--stack` chooses it).
     pub handler: Handler,
+    /// What the handler is given besides the request: the `/db` file, the blocking hook.
+    pub app: &'static App,
     /// Keep each request's header fields for the handler (the framework stack builds its
     /// owned header map from them); the raw stack does without and allocates nothing.
     pub capture_headers: bool,
@@ -121,6 +123,7 @@ impl ConnConfig {
     pub fn new(handler: Handler) -> Self {
         ConnConfig {
             handler,
+            app: &NO_APP,
             capture_headers: false,
             timeouts: Timeouts::default(),
             max_conns: 10_000,
@@ -128,6 +131,9 @@ impl ConnConfig {
         }
     }
 }
+
+/// The application context of a [`ConnConfig::new`]: no database, no blocking hook.
+static NO_APP: App = App::NONE;
 
 /// What the runtime must do next for a connection that answers its own requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,9 +188,9 @@ mod private {
     impl Sealed for super::Forward {}
 }
 
-/// Requests are answered by the connection's own [`Handler`].
+/// Requests are answered by the connection's own [`Handler`], given its [`App`].
 #[derive(Debug, Clone, Copy)]
-pub struct Answer(Handler);
+pub struct Answer(Handler, &'static App);
 
 /// Requests are handed on, one at a time and in order (see [`Step::Forward`]).
 #[derive(Debug, Clone, Copy)]
@@ -193,11 +199,11 @@ pub struct Forward;
 impl Mode for Answer {
     type Next = Progress;
     fn from_config(config: &ConnConfig) -> Self {
-        Answer(config.handler)
+        Answer(config.handler, config.app)
     }
     #[inline]
     fn dispatch(&self, req: &Request) -> Result<Reply, Progress> {
-        Ok((self.0)(req))
+        Ok((self.0)(req, self.1))
     }
 }
 
@@ -596,7 +602,7 @@ mod tests {
 
     /// The codec's own test handler: `/` says hello, `/json` answers JSON, the rest is 404.
     /// No routes, no stack, no database: the protocol is tested on its own.
-    fn hello(req: &Request) -> Reply {
+    fn hello(req: &Request, _: &App) -> Reply {
         match req.path() {
             "/" => Reply::now(Response::new(
                 200,
@@ -816,7 +822,7 @@ mod tests {
 
     #[test]
     fn waiting_reply_is_sent_on_the_next_process_call() {
-        fn slow(_: &Request) -> Reply {
+        fn slow(_: &Request, _: &App) -> Reply {
             Reply::after(Duration::from_millis(5), Response::text(200, "late"))
         }
         let mut c = Conn::new(&ConnConfig::new(slow));

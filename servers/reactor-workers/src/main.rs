@@ -247,9 +247,9 @@ fn start_manager(
 /// The manager process: the common supervisor over the worker processes.
 fn manager(config: &Config, socket: &str, reactors: usize, report_to: OwnedFd) -> i32 {
     let socket = socket.to_string();
-    let (stats, handler) = (config.stats, config.conn.handler);
+    let (stats, handler, app) = (config.stats, config.conn.handler, config.conn.app);
     let started = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |index| {
-        worker::run(index, &socket, reactors, handler, stats)
+        worker::run(index, &socket, reactors, handler, app, stats)
     });
     let sup = match started {
         Ok(s) => s,

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
 
-use common::handler::{Handler, Reply};
+use common::handler::{App, Handler, Reply};
 use common::{shutdown, stats, supervisor};
 
 use crate::ipc;
@@ -18,6 +18,7 @@ pub fn run(
     socket: &str,
     reactors: usize,
     handler: Handler,
+    app: &App,
     report: bool,
 ) -> Result<(), String> {
     shutdown::install();
@@ -57,7 +58,7 @@ pub fn run(
             };
             let (token, request) = ipc::decode_request(&payload).map_err(|e| e.to_string())?;
             stats::request();
-            let Reply { response, wait } = handler(&request);
+            let Reply { response, wait } = handler(&request, app);
             if let Some(wait) = wait {
                 // A synchronous worker waits by sleeping, as a PHP worker would.
                 std::thread::sleep(wait);

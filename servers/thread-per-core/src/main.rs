@@ -317,17 +317,11 @@ async fn serve(mut t: Tracked<TcpStream>, config: ConnConfig) {
     }
 }
 
-/// Lingering close (see `common::linger`): read and discard until end-of-file,
-/// `linger::MAX_BYTES` or `linger::TIMEOUT` in all — the same bounds as every server's.
+/// Lingering close (see `common::linger`), within `linger::Drain`'s bounds.
 async fn drain(stream: &mut TcpStream, rx: &mut RingRecv) {
-    let deadline = Instant::now() + linger::TIMEOUT;
+    let mut drain = linger::Drain::start();
     let mut scratch = [0u8; 4096];
-    let mut drained = 0;
-    while drained < linger::MAX_BYTES {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
+    while let Some(left) = drain.left() {
         let read =
             futures_lite::future::or(async { Some(rx.read(stream, &mut scratch).await) }, async {
                 glommio::timer::sleep(left).await;
@@ -335,7 +329,7 @@ async fn drain(stream: &mut TcpStream, rx: &mut RingRecv) {
             })
             .await;
         match read {
-            Some(Ok(n)) if n > 0 => drained += n,
+            Some(result) if drain.read(&result) => {}
             _ => return,
         }
     }

@@ -143,7 +143,7 @@ async fn handle(
             request.push_header(name, value);
         }
     }
-    let reply = (config.handler)(&request);
+    let reply = (config.handler)(&request, config.app);
     if let Some(wait) = reply.wait {
         tokio::time::sleep(wait).await;
     }

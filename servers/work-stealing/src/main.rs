@@ -49,6 +49,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use common::cli::{self, Config, ServerArgs};
 use common::codec::{Conn, ConnConfig, Progress};
+use common::handler::App;
 use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
 use common::registry::{ConnRegistry, Tracked};
 use common::{linger, stats, supervisor};
@@ -84,7 +85,7 @@ struct Args {
 
 fn main() {
     let args: Args = cli::parse();
-    let config = args.server.resolve().unwrap_or_else(|e| cli::fail(ARCH, e));
+    let mut config = args.server.resolve().unwrap_or_else(|e| cli::fail(ARCH, e));
     let std_listener = ListenOptions::new(config.addr)
         .backlog(config.backlog)
         .nonblocking(true)
@@ -93,7 +94,11 @@ fn main() {
     // A synchronous handler (the /db query) hands this worker's queue to another thread
     // before blocking, as Go's scheduler hands off the P of a goroutine stuck in a system
     // call; the other connections of this worker keep moving.
-    common::workloads::set_blocking_hook(|f| tokio::task::block_in_place(f));
+    config.conn.app = App {
+        blocking: Some(|f| tokio::task::block_in_place(f)),
+        ..config.conn.app.clone()
+    }
+    .leak();
     let runtime = build_runtime(&config)
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot start the runtime: {e}")));
     let code = runtime.block_on(run(std_listener, &config, args.codec));
@@ -295,17 +300,14 @@ async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, confi
     }
 }
 
-/// Lingering close after an error (see `common::linger`): read and discard, bounded.
+/// Lingering close (see `common::linger`), within `linger::Drain`'s bounds.
 async fn drain(stream: &mut TcpStream) {
+    let mut drain = linger::Drain::start();
     let mut scratch = [0u8; 4096];
-    let mut drained = 0;
-    let _ = tokio::time::timeout(linger::TIMEOUT, async {
-        while drained < linger::MAX_BYTES {
-            match stream.read(&mut scratch).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => drained += n,
-            }
+    while let Some(left) = drain.left() {
+        match tokio::time::timeout(left, stream.read(&mut scratch)).await {
+            Ok(result) if drain.read(&result) => {}
+            _ => return,
         }
-    })
-    .await;
+    }
 }
