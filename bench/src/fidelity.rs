@@ -46,7 +46,7 @@ fn sleep_prediction(model: &str, workers: usize, connections: u32) -> f64 {
     let blocking = VARIANTS
         .iter()
         .find(|v| v.name == model)
-        .is_some_and(|v| v.one_conn_per_worker || v.ipc);
+        .is_some_and(|v| v.blocking_workers);
     let waiting = if blocking {
         workers as f64
     } else {
@@ -138,7 +138,7 @@ pub fn table(cells: &[Cell], pairs: &[(&str, String)], workers: usize, connectio
     }
     let _ = write!(
         out,
-        "\nagree: the original's figure is within ±{:.0} % of the model's. predicted: workers ÷ 20 ms for blocking workers (prefork-blocking, reactor-workers' synchronous workers), connections ÷ 20 ms for everyone else ({workers} worker(s), c={connections}). cost ×: the original's CPU per request ÷ the model's — the price of the language and implementation with the architecture held equal.\n",
+        "\nagree: the original's figure is within ±{:.0} % of the model's. predicted: workers ÷ 20 ms for blocking workers (prefork-blocking, reactor-workers/sync), connections ÷ 20 ms for everyone else ({workers} worker(s), c={connections}). cost ×: the original's CPU per request ÷ the model's — the price of the language and implementation with the architecture held equal.\n",
         TOLERANCE * 100.0
     );
     out

@@ -49,7 +49,7 @@ pub const BUILTIN: &[Builtin] = &[
     Builtin {
         name: "php-fpm",
         what: "nginx → php-fpm 8.2, pm = static",
-        beside: &["prefork-blocking", "reactor-workers"],
+        beside: &["prefork-blocking", "reactor-workers/sync"],
         workers_mean: "pm.max_children",
         unsupported: &[NO_JSON],
     },

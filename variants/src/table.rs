@@ -36,6 +36,9 @@ pub struct Variant {
     /// Client connections live in a master and requests cross an IPC hop to the workers:
     /// a worker dying mid-request leaves a connection to answer (502).
     pub ipc: bool,
+    /// A worker sleeps through a handler's wait (`/sleep`): at a wait, throughput is capped
+    /// at workers ÷ wait. The others park the request and serve the next meanwhile.
+    pub blocking_workers: bool,
 }
 
 impl Variant {
@@ -57,6 +60,7 @@ impl Variant {
             processes: false,
             reuseport: false,
             ipc: false,
+            blocking_workers: false,
         }
     }
 
@@ -74,6 +78,7 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         one_conn_per_worker: true,
         processes: true,
+        blocking_workers: true,
         ..Variant::new(
             "prefork-blocking",
             "prefork-blocking",
@@ -135,7 +140,18 @@ pub const VARIANTS: &[Variant] = &[
             "reactor-workers",
             "reactor-workers",
             &[],
-            "Swoole SWOOLE_PROCESS",
+            "Swoole SWOOLE_PROCESS (coroutine workers)",
+        )
+    },
+    Variant {
+        processes: true,
+        ipc: true,
+        blocking_workers: true,
+        ..Variant::new(
+            "reactor-workers/sync",
+            "reactor-workers",
+            &["--worker-mode", "sync"],
+            "nginx → php-fpm (sync workers)",
         )
     },
     Variant {

@@ -45,6 +45,10 @@ fn one_conn_per_worker(s: &Spec) -> bool {
     s.one_conn_per_worker
 }
 
+fn waits_without_a_thread(s: &Spec) -> bool {
+    !s.blocking_workers
+}
+
 /// `RULES`: every rule in suite order; `rule if capability => "why not otherwise"` for
 /// the rules that hold only for some rows.
 macro_rules! rules {
@@ -115,6 +119,7 @@ rules! {
     db_sums_ten_rows_per_query,
     db_rejects_bad_queries_with_400,
     sleep_waits_while_others_are_served,
+    sleeps_overlap_in_one_worker if waits_without_a_thread => "a blocking worker sleeps through each wait: that is its model (sleep_waits_while_others_are_served covers it with two workers)",
     sleep_rejects_bad_ms_with_400,
     framework_stack_serves_the_same_bodies,
     killed_worker_is_restarted if processes => "its workers are threads or shards of one process: nothing to kill alone",

@@ -53,6 +53,27 @@ pub fn sleep_waits_while_others_are_served(s: &Spec) {
     assert_hello(&sleeper.get("/"));
 }
 
+/// One worker, eight concurrent `/sleep?ms=200`: a server that waits without a thread
+/// (event loop, coroutine, task; reactor-workers' coroutine workers) answers them all in
+/// about 200 ms, not eight times that.
+pub fn sleeps_overlap_in_one_worker(s: &Spec) {
+    let server = Server::start(s, &["--workers", "1"]);
+    let mut sleepers: Vec<Client> = (0..8).map(|_| server.connect()).collect();
+    let started = std::time::Instant::now();
+    for c in &mut sleepers {
+        c.send(b"GET /sleep?ms=200 HTTP/1.1\r\nHost: test\r\n\r\n");
+    }
+    for c in &mut sleepers {
+        let r = c.response();
+        assert_eq!((r.status, r.body_str()), (200, "slept=200"));
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_millis(800),
+        "eight 200 ms waits took {took:?} in one worker"
+    );
+}
+
 pub fn sleep_rejects_bad_ms_with_400(s: &Spec) {
     let server = Server::start(s, &[]);
     let mut c = server.connect();

@@ -7,11 +7,13 @@
 //!   │ ┌ reactor 0 ─────┐   ┌ reactor R-1 ───┐  │   Unix stream socket, one     ▼
 //!   │ │ epoll loop:    │   │ epoll loop:    │  │   link per reactor × worker  ┌──────────┐
 //!   │ │ client conns,  │   │ client conns,  │◄─┼──────────────────────────────┤ worker 0 │
-//!   │ │ shared codec,  │   │ shared codec,  │  │   request frame ──►          │ handler  │
+//!   │ │ shared codec,  │   │ shared codec,  │  │   request frame ──►          │ handler* │
 //!   │ │ dispatch ──────┼───┼────────────────┼──┼──────────────────────────────┤ worker 1 │
 //!   │ └────────────────┘   └────────────────┘  │   ◄── response frame         │   …      │
 //!   │ main thread: signals, stop               │                              └──────────┘
 //!   └─────────────────────────────────────────┘
+//!   * --worker-mode coroutine (default): one scheduler thread, a coroutine per request;
+//!     --worker-mode sync: one request at a time, blocking
 //! ```
 //!
 //! Swoole's default mode for years (SWOOLE_PROCESS), and nginx in front of php-fpm, split
@@ -33,10 +35,16 @@
 //! - Crash isolation: a worker that dies loses only the requests it was running (answered
 //!   502, not retried: they may have had effects); client connections stay open, and the
 //!   manager restarts the worker.
-//! - Workers are synchronous: a `/sleep` or `/db` occupies one worker, like a PHP-FPM child,
-//!   while the reactors keep accepting and parsing. Under `fd-modulo` a keep-alive
-//!   connection always lands on the same worker: one slow request blocks every later
-//!   request of the connections that share its worker (head-of-line blocking).
+//! - `--worker-mode coroutine` (the default: Swoole runs every `onRequest` in a coroutine
+//!   since 4.4): a wait (`/sleep`) parks one request and the worker takes the next frames, so
+//!   at `/sleep?ms=20` two workers serve about connections ÷ 20 ms, as Swoole does; a
+//!   synchronous call (`/db`'s SQLite, an unhooked driver) still blocks the whole worker. A
+//!   dying worker now costs every request it was running, each answered 502.
+//! - `--worker-mode sync` (nginx → php-fpm, Swoole with `enable_coroutine => false`): a
+//!   `/sleep` or `/db` occupies one worker, like a PHP-FPM child, while the reactors keep
+//!   accepting and parsing — at `/sleep?ms=20`, workers ÷ 20 ms. Under `fd-modulo` a
+//!   keep-alive connection always lands on the same worker: one slow request blocks every
+//!   later request of the connections that share its worker (head-of-line blocking).
 
 mod ipc;
 mod reactor;
@@ -57,6 +65,7 @@ use common::shutdown::{self, StopChannel};
 use common::supervisor::{self, Supervisor};
 use mio::{Poll, Waker};
 use reactor::{Dispatch, Reactor, Setup};
+use worker::WorkerMode;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -79,6 +88,10 @@ struct Args {
     /// How a reactor picks a worker for each request.
     #[arg(long, value_enum, default_value = "round-robin")]
     dispatch: Dispatch,
+    /// How a worker runs requests: a coroutine each (Swoole's default since 4.4: a wait
+    /// parks one request) or one at a time, blocking (nginx → php-fpm).
+    #[arg(long, value_enum, default_value = "coroutine")]
+    worker_mode: WorkerMode,
 }
 
 fn main() {
@@ -102,7 +115,7 @@ fn main() {
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot create the worker socket: {e}")));
 
     // The manager is forked while this process still has one thread.
-    let (manager, pids) = start_manager(&config, &name, reactors)
+    let (manager, pids) = start_manager(&config, &name, reactors, args.worker_mode)
         .unwrap_or_else(|e| cli::fail(ARCH, format!("workers failed to start: {e}")));
 
     shutdown::install();
@@ -169,9 +182,13 @@ fn main() {
         addr,
         &config.conn,
         format!(
-            "master (pid {}) with {reactors} reactor threads, manager (pid {manager}), {} worker processes (pids {}), dispatch {}",
+            "master (pid {}) with {reactors} reactor threads, manager (pid {manager}), {} {} worker processes (pids {}), dispatch {}",
             std::process::id(),
             pids.len(),
+            match args.worker_mode {
+                WorkerMode::Coroutine => "coroutine",
+                WorkerMode::Sync => "sync",
+            },
             pids.join(", "),
             mode,
         ),
@@ -214,6 +231,7 @@ fn start_manager(
     config: &Config,
     socket: &str,
     reactors: usize,
+    mode: WorkerMode,
 ) -> Result<(libc::pid_t, Vec<String>), String> {
     let mut fds = [0; 2];
     // SAFETY: fds is a valid two-element array for pipe to fill.
@@ -227,7 +245,7 @@ fn start_manager(
     match supervisor::fork_child().map_err(|e| e.to_string())? {
         None => {
             drop(read_end);
-            std::process::exit(manager(config, socket, reactors, write_end))
+            std::process::exit(manager(config, socket, reactors, mode, write_end))
         }
         Some(pid) => {
             drop(write_end);
@@ -245,11 +263,17 @@ fn start_manager(
 }
 
 /// The manager process: the common supervisor over the worker processes.
-fn manager(config: &Config, socket: &str, reactors: usize, report_to: OwnedFd) -> i32 {
+fn manager(
+    config: &Config,
+    socket: &str,
+    reactors: usize,
+    mode: WorkerMode,
+    report_to: OwnedFd,
+) -> i32 {
     let socket = socket.to_string();
     let (stats, handler, app) = (config.stats, config.conn.handler, config.conn.app);
     let started = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |index| {
-        worker::run(index, &socket, reactors, handler, app, stats)
+        worker::run(index, &socket, reactors, mode, handler, app, stats)
     });
     let sup = match started {
         Ok(s) => s,

@@ -1,27 +1,42 @@
 //! A worker process: it never sees a client. It connects to the master's Unix socket once
-//! per reactor, then answers request frames with response frames, one at a time, blocking
-//! — like a PHP-FPM child behind nginx, or a synchronous Swoole worker.
+//! per reactor, then answers request frames with response frames, in one of two ways
+//! (`--worker-mode`):
+//!
+//! - **coroutine** (the default, as Swoole runs `onRequest` since 4.4): a single-threaded
+//!   coroutine scheduler (`may`); each request frame runs in its own coroutine, so a wait
+//!   (`/sleep`) parks only that request and the worker takes the next frames meanwhile. A
+//!   synchronous call (`/db`'s SQLite) still blocks the whole worker, as an unhooked driver
+//!   blocks a Swoole worker.
+//! - **sync**: one request at a time, blocking — a PHP-FPM child behind nginx, or Swoole
+//!   with `enable_coroutine => false`.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::handler::{App, Handler, Reply};
 use common::{shutdown, stats, supervisor};
 
 use crate::ipc;
 
-/// Runs worker `index` until stopped or until the master goes away.
-pub fn run(
-    index: usize,
-    socket: &str,
-    reactors: usize,
-    handler: Handler,
-    app: &App,
-    report: bool,
-) -> Result<(), String> {
-    shutdown::install();
+/// How a worker runs the requests it is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkerMode {
+    /// A coroutine per request on a single-threaded scheduler (Swoole's default).
+    Coroutine,
+    /// One request at a time, blocking (nginx → php-fpm).
+    Sync,
+}
+
+/// Stack of each request coroutine: the handler runs on it (SQLite, the framework stack).
+const STACK_SIZE: usize = 64 * 1024;
+
+/// Connects one link per reactor and says hello on each.
+fn connect(index: usize, socket: &str, reactors: usize) -> Result<Vec<UnixStream>, String> {
     let addr = SocketAddr::from_abstract_name(socket.as_bytes()).map_err(|e| e.to_string())?;
     let mut links = Vec::with_capacity(reactors);
     for reactor in 0..reactors {
@@ -32,6 +47,100 @@ pub fn run(
         link.write_all(&hello).map_err(|e| e.to_string())?;
         links.push(link);
     }
+    Ok(links)
+}
+
+/// Runs worker `index` until stopped or until the master goes away.
+pub fn run(
+    index: usize,
+    socket: &str,
+    reactors: usize,
+    mode: WorkerMode,
+    handler: Handler,
+    app: &'static App,
+    report: bool,
+) -> Result<(), String> {
+    shutdown::install();
+    let links = connect(index, socket, reactors)?;
+    match mode {
+        WorkerMode::Sync => serve_sync(links, handler, app)?,
+        WorkerMode::Coroutine => serve_coroutines(index, links, handler, app),
+    }
+    if report {
+        stats::report(crate::STATS_LABEL.get().map_or(crate::ARCH, String::as_str));
+    }
+    Ok(())
+}
+
+/// Coroutine mode: a reader coroutine per link takes frames and starts a coroutine per
+/// request; responses go back through the link's lock, whole frames at a time. The main
+/// thread only waits for the stop (or for the master to close the links), then for the
+/// requests still running.
+fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app: &'static App) {
+    // One scheduler thread: the worker is one process with one thread of requests, as a
+    // Swoole worker is. It follows the process's CPU mask (the supervisor pins it).
+    may::config()
+        .set_workers(1)
+        .set_stack_size(STACK_SIZE)
+        .set_worker_pin(false);
+    // Requests run on the scheduler thread: it is this worker in `--stats`.
+    stats::forget_current_thread();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let open_links = Arc::new(AtomicUsize::new(links.len()));
+    for link in links {
+        let (in_flight, open_links) = (in_flight.clone(), open_links.clone());
+        // SAFETY: a connected Unix stream whose ownership moves to `may` here.
+        let mut reader = unsafe { may::os::unix::net::UnixStream::from_raw_fd(link.into_raw_fd()) };
+        let writer = match reader.try_clone() {
+            Ok(w) => Arc::new(may::sync::Mutex::new(w)),
+            Err(_) => {
+                open_links.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+        };
+        // SAFETY: the closure uses only may-aware I/O and may's sleep.
+        let _ = unsafe {
+            may::coroutine::spawn(move || {
+                stats::set_worker_index(index);
+                while let Ok(Some(payload)) = ipc::read_frame(&mut reader) {
+                    let Ok((token, request)) = ipc::decode_request(&payload) else {
+                        break;
+                    };
+                    stats::request();
+                    in_flight.fetch_add(1, Ordering::SeqCst);
+                    let (writer, in_flight) = (writer.clone(), in_flight.clone());
+                    may::go!(move || {
+                        let Reply { response, wait } = handler(&request, app);
+                        if let Some(wait) = wait {
+                            // Parks this request only; the worker serves the others.
+                            may::coroutine::sleep(wait);
+                        }
+                        let mut out = Vec::new();
+                        ipc::encode_response(&mut out, token, &response);
+                        if let Ok(mut link) = writer.lock() {
+                            let _ = link.write_all(&out);
+                        }
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                    });
+                }
+                // The master closed the link: it is stopping or gone.
+                open_links.fetch_sub(1, Ordering::SeqCst);
+            })
+        };
+    }
+    supervisor::ready();
+    while !shutdown::requested() && open_links.load(Ordering::SeqCst) > 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Requests still running finish (the supervisor's grace bounds this).
+    let deadline = Instant::now() + supervisor::GRACE;
+    while in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Sync mode: poll the links, answer one frame at a time, sleep through waits.
+fn serve_sync(mut links: Vec<UnixStream>, handler: Handler, app: &App) -> Result<(), String> {
     supervisor::ready();
     let mut out = Vec::new();
     'serve: while !shutdown::requested() {
@@ -69,9 +178,6 @@ pub fn run(
                 break 'serve;
             }
         }
-    }
-    if report {
-        stats::report(crate::STATS_LABEL.get().map_or(crate::ARCH, String::as_str));
     }
     Ok(())
 }
