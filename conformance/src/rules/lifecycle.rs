@@ -102,6 +102,41 @@ pub fn worker_dying_mid_request_answers_502(s: &Spec) {
     assert_hello(&c.get("/"));
 }
 
+/// A coroutine worker runs many requests at once, so its death costs each of them: with
+/// one worker and six connections waiting in it, SIGKILL answers all six with a 502 (each
+/// counted), and the connections are served again once the worker is back.
+pub fn worker_dying_with_many_requests_answers_each_502(s: &Spec) {
+    let server = Server::start(s, &["--workers", "1"]);
+    let mut clients: Vec<Client> = (0..6).map(|_| server.connect()).collect();
+    for c in &mut clients {
+        c.send(b"GET /sleep?ms=4000 HTTP/1.1\r\nHost: test\r\n\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for pid in server.worker_pids() {
+        // SAFETY: kill has no memory-safety preconditions; this is the server's worker.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let started = std::time::Instant::now();
+    let answered_502 = clients
+        .iter_mut()
+        .map(|c| c.response().status)
+        .filter(|&status| status == 502)
+        .count();
+    assert_eq!(
+        answered_502, 6,
+        "every request the worker was running gets its 502"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    server.await_restarts(1, Duration::from_secs(3));
+    for c in &mut clients {
+        assert_hello(&c.get("/"));
+    }
+}
+
 /// The master killed with SIGKILL: no worker (or manager) outlives it.
 pub fn master_killed_leaves_no_worker_behind(s: &Spec) {
     let mut server = Server::start(s, &["--workers", "2"]);

@@ -45,6 +45,10 @@ fn one_conn_per_worker(s: &Spec) -> bool {
     s.one_conn_per_worker
 }
 
+fn coroutine_ipc(s: &Spec) -> bool {
+    s.ipc && !s.blocking_workers
+}
+
 fn waits_without_a_thread(s: &Spec) -> bool {
     !s.blocking_workers
 }
@@ -129,6 +133,7 @@ rules! {
     accept_errors_back_off if many_conns => "one connection per worker never runs out of descriptors",
     open_file_limit_is_raised,
     worker_dying_mid_request_answers_502 if ipc => "the connection lives in the process that dies: nothing is left to answer with",
+    worker_dying_with_many_requests_answers_each_502 if coroutine_ipc => "only a worker behind an IPC hop that runs many requests at once (reactor-workers' coroutine workers) has many to answer for",
     listening_sockets_match_the_model,
     ab_without_keep_alive,
     ab_with_keep_alive,
