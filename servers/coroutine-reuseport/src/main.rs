@@ -162,6 +162,9 @@ fn worker(
 }
 
 fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConfig) {
+    // Every connection's coroutine refers to one copy of the configuration instead of
+    // carrying its own: what a coroutine captures is part of each idle connection's cost.
+    let config: &'static ConnConfig = Box::leak(Box::new(config));
     while !conns.stopping() {
         if conns.live() >= config.max_conns {
             // At --max-conns: leave new connections in the listen queue for a while.
@@ -172,7 +175,7 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
             Ok((stream, _)) => {
                 let _ = listener::tune_accepted(stream.inner());
                 let tracked = conns.track(stream);
-                may::go!(move || serve(tracked, &config));
+                may::go!(move || serve(tracked, config));
             }
             Err(_) if conns.stopping() => return,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}

@@ -241,6 +241,9 @@ async fn shard(
     // SAFETY: a listening TCP socket whose ownership moves to glommio here.
     let listener = unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) };
     let conns = ConnRegistry::new();
+    // Every connection's task refers to one copy of the configuration instead of carrying
+    // its own: a task's future is part of each idle connection's cost.
+    let config: &'static ConnConfig = Box::leak(Box::new(config));
     let multishot = receive == Receive::Multishot && ring_recv::init();
     let _ = ready.send(Ok(Ready {
         listener_fd,
@@ -273,8 +276,8 @@ async fn shard(
 }
 
 /// One connection, for its whole life on this shard.
-async fn serve(mut t: Tracked<TcpStream>, config: ConnConfig) {
-    let mut conn = Conn::new(&config);
+async fn serve(mut t: Tracked<TcpStream>, config: &'static ConnConfig) {
+    let mut conn = Conn::new(config);
     let mut rx = RingRecv::new(&t.stream);
     loop {
         let progress = conn.process();
@@ -320,7 +323,9 @@ async fn serve(mut t: Tracked<TcpStream>, config: ConnConfig) {
 /// Lingering close (see `common::linger`), within `linger::Drain`'s bounds.
 async fn drain(stream: &mut TcpStream, rx: &mut RingRecv) {
     let mut drain = linger::Drain::start();
-    let mut scratch = [0u8; 4096];
+    // On the heap, and only while draining: a buffer declared here would be part of every
+    // connection's future, idle ones included.
+    let mut scratch = vec![0u8; 4096];
     while let Some(left) = drain.left() {
         let read =
             futures_lite::future::or(async { Some(rx.read(stream, &mut scratch).await) }, async {

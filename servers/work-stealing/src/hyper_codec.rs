@@ -31,7 +31,11 @@ type HyperResponse = hyper::Response<Full<Bytes>>;
 
 /// Serves one connection with hyper until it closes, or until a stop, which lets an
 /// in-flight request finish (hyper's graceful shutdown) and closes an idle connection.
-pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>, config: ConnConfig) {
+pub async fn serve(
+    stream: TcpStream,
+    mut stop: watch::Receiver<bool>,
+    config: &'static ConnConfig,
+) {
     stats::connection();
     let mut builder = http1::Builder::new();
     // hyper's own head timeout: it closes (without a 408) a connection whose next head
@@ -72,7 +76,7 @@ pub async fn serve(stream: TcpStream, mut stop: watch::Receiver<bool>, config: C
 
 async fn handle(
     req: hyper::Request<Incoming>,
-    config: ConnConfig,
+    config: &'static ConnConfig,
 ) -> Result<HyperResponse, Infallible> {
     stats::request();
     let method = match *req.method() {

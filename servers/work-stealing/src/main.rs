@@ -206,6 +206,9 @@ async fn accept_loop(
 ) {
     // --max-conns, as mini-redis does it: a permit per connection, taken before accepting,
     // so at the limit new connections wait in the listen queue.
+    // Every connection task refers to one copy of the configuration instead of carrying
+    // its own: a task's future is what each idle connection costs.
+    let config: &'static ConnConfig = Box::leak(Box::new(config));
     let permits = Arc::new(tokio::sync::Semaphore::new(config.max_conns));
     loop {
         let permit = tokio::select! {
@@ -229,7 +232,7 @@ async fn accept_loop(
                     Codec::Shared => {
                         let tracked = conns.track(stream);
                         tokio::spawn(async move {
-                            serve(tracked, stop, &config).await;
+                            serve(tracked, stop, config).await;
                             drop(permit);
                         })
                     }
@@ -303,7 +306,9 @@ async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, confi
 /// Lingering close (see `common::linger`), within `linger::Drain`'s bounds.
 async fn drain(stream: &mut TcpStream) {
     let mut drain = linger::Drain::start();
-    let mut scratch = [0u8; 4096];
+    // On the heap, and only while draining: a buffer declared here would be part of every
+    // connection's future, idle ones included.
+    let mut scratch = vec![0u8; 4096];
     while let Some(left) = drain.left() {
         match tokio::time::timeout(left, stream.read(&mut scratch)).await {
             Ok(result) if drain.read(&result) => {}
