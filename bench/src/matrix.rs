@@ -127,20 +127,9 @@ pub fn run_cell(
     // Models must answer exactly as archzoo does; a peer must answer the body right, and
     // the headers it lacks are reported.
     let strict = variant.is_some();
-    let mut server = None;
-    let base = match target {
-        Target::Peer(peer) => match start_peer(plan, peer) {
-            Ok(s) => {
-                let addr = s.addr;
-                server = Some(s);
-                format!("http://{addr}")
-            }
-            Err(e) => {
-                cell.failure = Some(e);
-                return cell;
-            }
-        },
-        Target::Model(v) => match server::start(
+    let started = match target {
+        Target::Peer(peer) => Some(start_peer(plan, peer)),
+        Target::Model(v) => Some(server::start(
             &plan.bin_dir,
             v,
             plan.workers,
@@ -151,18 +140,21 @@ pub fn run_cell(
                 "--db".into(),
                 plan.db.display().to_string(),
             ],
-        ) {
-            Ok(s) => {
-                let addr = s.addr;
-                server = Some(s);
-                format!("http://{addr}")
-            }
-            Err(e) => {
-                cell.failure = Some(e);
-                return cell;
-            }
-        },
-        Target::Url(url) => url.trim_end_matches('/').to_string(),
+        )),
+        Target::Url(_) => None,
+    };
+    let mut server = match started {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            cell.failure = Some(e);
+            return cell;
+        }
+        None => None,
+    };
+    let base = match (&server, target) {
+        (Some(s), _) => format!("http://{}", s.addr),
+        (None, Target::Url(url)) => url.trim_end_matches('/').to_string(),
+        (None, _) => unreachable!("a started server or a URL"),
     };
     let url = format!("{base}{}", workload.path);
     if let Some(s) = &server {

@@ -160,22 +160,20 @@ impl Launch {
     /// `binary` on 127.0.0.1, port 0 (a free port, named in its start-up line).
     pub fn new(binary: &Path) -> Launch {
         let mut cmd = Command::new(binary);
-        cmd.args(["--bind", "127.0.0.1", "--port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        Launch {
-            cmd,
-            cpus: Vec::new(),
-            max_files: None,
-        }
+        cmd.args(["--bind", "127.0.0.1", "--port", "0"]);
+        Launch::from_command(cmd)
     }
 
     /// A shell command line (a peer: `sh -c COMMAND`), with nothing added to it.
     pub fn shell(command: &str) -> Launch {
         let mut cmd = Command::new("sh");
-        cmd.args(["-c", command])
-            .stdin(Stdio::null())
+        cmd.args(["-c", command]);
+        Launch::from_command(cmd)
+    }
+
+    /// No input, no output; stderr collected (the start-up line, `--stats`, errors).
+    fn from_command(mut cmd: Command) -> Launch {
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         Launch {
