@@ -144,7 +144,7 @@ fn main() {
     if args.fidelity && args.peers.is_none() {
         // Every built-in peer that can start here; the others are named, not hidden.
         for b in peers::BUILTIN {
-            match peer_missing(b.name) {
+            match peers::missing(b.name) {
                 None => peers.push(Peer::builtin(b.name).unwrap_or_else(|e| fail(e))),
                 Some(why) => eprintln!(
                     "bench: --fidelity without {}: {why} (scripts/bench --peers {0} installs it)",
@@ -385,21 +385,11 @@ fn main() {
     }
 }
 
-/// Why the built-in peer `name` cannot start here (`peers/run --check`), if it cannot.
-fn peer_missing(name: &str) -> Option<String> {
-    let run = format!("{}/run", matrix::PEERS_DIR);
-    match Command::new(&run).args(["--check", name]).output() {
-        Ok(out) if out.status.success() => None,
-        Ok(out) => Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
-        Err(e) => Some(format!("cannot run {run}: {e}")),
-    }
-}
-
 /// A peer's version line: `peers/run --version NAME` for a built-in one; the command
 /// itself for a `--peer` (its version is the user's to know).
 fn peer_version(peer: &Peer) -> serde_json::Value {
     if peer.builtin {
-        let run = format!("{}/run", matrix::PEERS_DIR);
+        let run = format!("{}/run", peers::DIR);
         version_line(&[run.as_str(), "--version", peer.name.as_str()]).into()
     } else {
         peer.command.clone().into()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use std::net::SocketAddr;
 
 use variants::launch::{self, Launch, Server};
-use variants::peers::Peer;
+use variants::peers::{self, Peer};
 use variants::{Variant, Workload};
 
 use crate::client::{self, Amount, Client, Load};
@@ -36,9 +36,6 @@ pub struct Plan {
     pub syscalls: bool,
 }
 
-/// Where the built-in peers' programs are (`peers/` of this checkout).
-pub const PEERS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../peers");
-
 /// What a cell measures.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -63,8 +60,8 @@ impl Target {
 /// Starts a peer on a free port with the plan's workers, pinned like a model.
 fn start_peer(plan: &Plan, peer: &Peer) -> Result<Server, String> {
     let port = launch::free_port().map_err(|e| format!("no free port: {e}"))?;
-    let peers_dir = std::fs::canonicalize(PEERS_DIR)
-        .unwrap_or_else(|_| PathBuf::from(PEERS_DIR))
+    let peers_dir = std::fs::canonicalize(peers::DIR)
+        .unwrap_or_else(|_| PathBuf::from(peers::DIR))
         .display()
         .to_string();
     let db = std::fs::canonicalize(&plan.db).unwrap_or_else(|_| plan.db.clone());

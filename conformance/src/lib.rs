@@ -423,6 +423,23 @@ pub fn run_client(program: &str, args: &[String], limit: Duration) -> String {
     stdout
 }
 
+/// True when the only failures an `ab` run reports are "Length" ones (or none): ab counts a
+/// keep-alive connection the server closes while idle as a short response (ab.c clears the
+/// connection's keep-alive flag after each response), so a server with keep-alive limits
+/// shows some; a refused connect, a receive error or an exception is a real failure.
+pub fn ab_fails_only_on_idle_closes(out: &str) -> bool {
+    match out
+        .lines()
+        .find(|l| l.trim_start().starts_with("(Connect:"))
+    {
+        Some(kinds) => {
+            kinds.contains("Connect: 0, Receive: 0, Length:") && kinds.contains("Exceptions: 0")
+        }
+        // ab breaks failures down whenever there are any.
+        None => field(out, "Failed requests:") == Some(0.0),
+    }
+}
+
 /// The number after `label` on the first line of `text` that starts with it.
 pub fn field(text: &str, label: &str) -> Option<f64> {
     text.lines()

@@ -7,6 +7,22 @@
 //! server joins with `--peer 'NAME=COMMAND'`, where the command names `{port}` and may name
 //! `{workers}` and `{db}`.
 
+/// Where the built-in peers' programs are: `peers/` of this checkout.
+pub const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../peers");
+
+/// Why the built-in peer `name` cannot start here (`peers/run --check`), if it cannot.
+pub fn missing(name: &str) -> Option<String> {
+    let run = format!("{DIR}/run");
+    match std::process::Command::new(&run)
+        .args(["--check", name])
+        .output()
+    {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        Err(e) => Some(format!("cannot run {run}: {e}")),
+    }
+}
+
 /// A built-in peer: one row.
 #[derive(Debug, Clone, Copy)]
 pub struct Builtin {

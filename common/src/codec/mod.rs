@@ -119,6 +119,14 @@ pub struct ConnConfig {
 }
 
 impl ConnConfig {
+    /// This configuration for the life of the process, for a server whose connections are
+    /// tasks or coroutines: each refers to the one copy instead of carrying its own, since
+    /// what a task or coroutine captures is part of every idle connection's cost (a copy
+    /// pushed tokio's and glommio's futures into the allocator's next size class).
+    pub fn shared(self) -> &'static ConnConfig {
+        Box::leak(Box::new(self))
+    }
+
     /// `handler` with the default timeouts and limits.
     pub fn new(handler: Handler) -> Self {
         ConnConfig {

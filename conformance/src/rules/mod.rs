@@ -16,7 +16,7 @@ pub use self::{errors::*, lifecycle::*, load::*, protocol::*, robustness::*, wor
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use crate::{field, run_client, Client, Response, Server, Spec};
+use crate::{ab_fails_only_on_idle_closes, field, run_client, Client, Response, Server, Spec};
 
 /// A rule of the suite, and the rows it applies to.
 #[derive(Clone, Copy)]

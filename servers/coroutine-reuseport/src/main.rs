@@ -162,9 +162,7 @@ fn worker(
 }
 
 fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConfig) {
-    // Every connection's coroutine refers to one copy of the configuration instead of
-    // carrying its own: what a coroutine captures is part of each idle connection's cost.
-    let config: &'static ConnConfig = Box::leak(Box::new(config));
+    let config = config.shared();
     while !conns.stopping() {
         if conns.live() >= config.max_conns {
             // At --max-conns: leave new connections in the listen queue for a while.

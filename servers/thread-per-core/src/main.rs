@@ -241,9 +241,7 @@ async fn shard(
     // SAFETY: a listening TCP socket whose ownership moves to glommio here.
     let listener = unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) };
     let conns = ConnRegistry::new();
-    // Every connection's task refers to one copy of the configuration instead of carrying
-    // its own: a task's future is part of each idle connection's cost.
-    let config: &'static ConnConfig = Box::leak(Box::new(config));
+    let config = config.shared();
     let multishot = receive == Receive::Multishot && ring_recv::init();
     let _ = ready.send(Ok(Ready {
         listener_fd,

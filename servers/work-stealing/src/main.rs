@@ -206,9 +206,7 @@ async fn accept_loop(
 ) {
     // --max-conns, as mini-redis does it: a permit per connection, taken before accepting,
     // so at the limit new connections wait in the listen queue.
-    // Every connection task refers to one copy of the configuration instead of carrying
-    // its own: a task's future is what each idle connection costs.
-    let config: &'static ConnConfig = Box::leak(Box::new(config));
+    let config = config.shared();
     let permits = Arc::new(tokio::sync::Semaphore::new(config.max_conns));
     loop {
         let permit = tokio::select! {
