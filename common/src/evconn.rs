@@ -33,8 +33,9 @@ pub enum Next {
     Timer(Instant),
     /// Close and forget the connection.
     Close,
-    /// A forwarding connection has a complete request: send [`Conn::request`] on, then
-    /// [`EvConn::deliver`] the response.
+    /// A forwarding connection has a complete request: send [`Conn::request`] on (its
+    /// number is [`Conn::forwarded_seq`]) and advance again — later pipelined requests go
+    /// on too; [`EvConn::deliver`] brings each response back.
     Forward,
 }
 
@@ -55,8 +56,6 @@ pub struct EvConn<S, M: Mode = Answer> {
     wait_for: Option<Duration>,
     /// A wait is running; its timer resumes the connection.
     waiting: bool,
-    /// A forwarded request awaits its response.
-    awaiting: bool,
     /// The codec decided to close: close once the output is written.
     closing: bool,
     /// Lingering close after an error: FIN sent, discarding input until this deadline.
@@ -69,10 +68,10 @@ pub struct EvConn<S, M: Mode = Answer> {
 }
 
 impl<S> EvConn<S, Forward> {
-    /// The response to the forwarded request; call [`EvConn::advance`] next.
-    pub fn deliver(&mut self, response: Response) {
-        self.conn.deliver(response);
-        self.awaiting = false;
+    /// The response to forwarded request `seq`; call [`EvConn::advance`] next. False if
+    /// the connection awaits no such response.
+    pub fn deliver(&mut self, seq: u16, response: Response) -> bool {
+        self.conn.deliver(seq, response)
     }
 }
 
@@ -86,17 +85,11 @@ impl<S: Read + Write + AsFd, M: Mode> EvConn<S, M> {
             peer_closed: false,
             wait_for: None,
             waiting: false,
-            awaiting: false,
             closing: false,
             linger_until: None,
             aborted: false,
             stalled_since: None,
         }
-    }
-
-    /// True while a forwarded request waits for its response.
-    pub fn is_awaiting(&self) -> bool {
-        self.awaiting
     }
 
     /// A timer set by [`Next::Timer`] fired: true if the connection must now close (its
@@ -163,7 +156,7 @@ impl<S: Read + Write + AsFd, M: Mode> EvConn<S, M> {
                 self.waiting = true;
                 return Next::Timer(Instant::now() + wait);
             }
-            if self.waiting || self.awaiting {
+            if self.waiting {
                 return Next::Pending;
             }
             if stopping && self.conn.is_idle() {
@@ -173,10 +166,8 @@ impl<S: Read + Write + AsFd, M: Mode> EvConn<S, M> {
             match self.conn.process().into() {
                 Step::Close => self.closing = true,
                 Step::Wait(wait) => self.wait_for = Some(wait),
-                Step::Forward => {
-                    self.awaiting = true;
-                    return Next::Forward;
-                }
+                Step::Forward => return Next::Forward,
+                Step::Await => return Next::Pending,
                 Step::Read if !self.conn.output().is_empty() => {}
                 Step::Read if !self.readable => return Next::Pending,
                 Step::Read => {

@@ -26,7 +26,7 @@ use slab::Slab;
 
 use crate::codec::{Answer, Conn, ConnConfig, Mode};
 use crate::evconn::{EvConn, Next};
-use crate::listener::{self, ACCEPT_BACKOFF};
+use crate::listener::ACCEPT_BACKOFF;
 
 /// How often connection deadlines are checked.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -109,6 +109,11 @@ pub trait EventLoop {
     /// After every poll: run the host's due timers.
     fn on_host_timer(&mut self, _now: Instant) {}
 
+    /// Once per pass, after every event and timer of one poll was handled: the moment to
+    /// write what the pass gathered (a reactor sends each worker the requests of every
+    /// connection it read, in one write).
+    fn end_of_pass(&mut self) {}
+
     /// Runs until a stop was requested and every connection has finished.
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
@@ -148,6 +153,7 @@ pub trait EventLoop {
                 self.accept();
             }
             self.on_host_timer(now);
+            self.end_of_pass();
         }
     }
 
@@ -163,20 +169,23 @@ pub trait EventLoop {
         );
     }
 
-    /// Drives connection `key` as far as it goes and carries out what it asks for.
+    /// Drives connection `key` as far as it goes and carries out what it asks for: every
+    /// pipelined request it holds is forwarded before it waits.
     fn advance(&mut self, key: usize) {
-        let core = self.core();
-        match core.conns.advance(key, core.stopping) {
-            Action::Idle => {}
-            Action::Forward => self.on_forward(key),
-            Action::Close => self.close(key),
+        loop {
+            let core = self.core();
+            match core.conns.advance(key, core.stopping) {
+                Action::Idle => return,
+                Action::Forward => self.on_forward(key),
+                Action::Close => return self.close(key),
+            }
         }
     }
 
     /// Closes connection `key`; below `--max-conns` again, accepting resumes.
     fn close(&mut self, key: usize) {
         let core = self.core();
-        core.conns.close(key, core.poll.registry());
+        core.conns.close(key);
         if !core.stopping {
             core.acceptor.resume(core.poll.registry());
         }
@@ -308,11 +317,13 @@ impl<M: Mode> ConnTable<M> {
         }
     }
 
-    /// Deregisters and forgets connection `key`.
-    pub fn close(&mut self, key: usize, registry: &Registry) {
+    /// Closes and forgets connection `key`. No `epoll_ctl(DEL)` first: closing a socket's
+    /// only descriptor takes it out of the epoll set, and no process forks while it holds
+    /// client sockets (workers are forked before they accept), so the descriptor is the
+    /// only one — a system call per connection saved.
+    pub fn close(&mut self, key: usize) {
         if self.conns.contains(key) {
-            let mut c = self.conns.remove(key);
-            let _ = registry.deregister(&mut c.stream);
+            drop(self.conns.remove(key));
         }
     }
 
@@ -445,7 +456,6 @@ impl Acceptor {
             }
             match listener.accept() {
                 Ok((stream, _)) => {
-                    let _ = listener::tune_accepted(&stream);
                     let _ = table.insert(registry, stream, Conn::open(config));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,

@@ -43,6 +43,7 @@
 mod chunked;
 mod head;
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use self::chunked::Chunked;
@@ -72,6 +73,11 @@ const MIN_READ: usize = 2 * 1024;
 const MAX_BUF: usize = 32 * 1024;
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Most requests of one connection handed on at once ([`Forward`]): a pipelined batch
+/// goes to the workers in one piece, and a client that pipelines without end is read no
+/// further until its answers drain.
+pub const MAX_IN_FLIGHT: usize = 64;
 
 /// How long a connection may take to send what it owes (`--header-timeout`,
 /// `--idle-timeout`).
@@ -162,9 +168,14 @@ pub enum Step {
     Read,
     Wait(Duration),
     Close,
-    /// Send [`Conn::request`] on, write out what is buffered, and call
-    /// [`Conn::deliver`] with the response when it comes back.
+    /// Send [`Conn::request`] on (its number is [`Conn::forwarded_seq`]), then call
+    /// `process` again: later pipelined requests go on too, without waiting for this one.
+    /// [`Conn::deliver`] brings each response back, in any order; they are written in
+    /// request order.
     Forward,
+    /// Nothing to do until a forwarded request's response is delivered: the connection
+    /// closes after it, or [`MAX_IN_FLIGHT`] are out.
+    Await,
 }
 
 impl From<Progress> for Step {
@@ -188,6 +199,22 @@ pub trait Mode: private::Sealed {
     fn from_config(config: &ConnConfig) -> Self;
     /// Runs the handler on `req`, or says that the request goes elsewhere.
     fn dispatch(&self, req: &Request) -> Result<Reply, Self::Next>;
+    /// A request went elsewhere; its response will be written with `framing`.
+    fn forwarded(&mut self, _framing: Framing, _head: bool) {}
+    /// An answer the connection gives itself (an error) goes out after those still owed
+    /// to forwarded requests; given back when none is owed: write it now.
+    fn in_turn(&mut self, _framing: Framing, response: Response) -> Option<Response> {
+        Some(response)
+    }
+    /// The oldest forwarded request's response, once it was delivered.
+    fn next_ready(&mut self) -> Option<(Framing, bool, Response)> {
+        None
+    }
+    /// What `process` says while more than `room` forwarded requests are unanswered;
+    /// `None` when no more than that are.
+    fn hold(&self, _room: usize) -> Option<Self::Next> {
+        None
+    }
 }
 
 mod private {
@@ -200,9 +227,23 @@ mod private {
 #[derive(Debug, Clone, Copy)]
 pub struct Answer(Handler, &'static App);
 
-/// Requests are handed on, one at a time and in order (see [`Step::Forward`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Forward;
+/// Requests are handed on as they are parsed, up to [`MAX_IN_FLIGHT`] at once (see
+/// [`Step::Forward`]); their responses are written in request order.
+#[derive(Debug, Default)]
+pub struct Forward {
+    /// Forwarded requests not yet written back, oldest first: how to frame each response,
+    /// and the response once it was delivered. Empty (no allocation) on an idle connection.
+    in_flight: VecDeque<InFlight>,
+    /// The number of `in_flight`'s front (numbers wrap; at most [`MAX_IN_FLIGHT`] are out).
+    front_seq: u16,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    framing: Framing,
+    head: bool,
+    response: Option<Response>,
+}
 
 impl Mode for Answer {
     type Next = Progress;
@@ -218,11 +259,42 @@ impl Mode for Answer {
 impl Mode for Forward {
     type Next = Step;
     fn from_config(_: &ConnConfig) -> Self {
-        Forward
+        Forward::default()
     }
     #[inline]
     fn dispatch(&self, _: &Request) -> Result<Reply, Step> {
         Err(Step::Forward)
+    }
+    fn forwarded(&mut self, framing: Framing, head: bool) {
+        self.in_flight.push_back(InFlight {
+            framing,
+            head,
+            response: None,
+        });
+    }
+    fn in_turn(&mut self, framing: Framing, response: Response) -> Option<Response> {
+        if self.in_flight.is_empty() {
+            return Some(response);
+        }
+        self.in_flight.push_back(InFlight {
+            framing,
+            head: false,
+            response: Some(response),
+        });
+        None
+    }
+    fn next_ready(&mut self) -> Option<(Framing, bool, Response)> {
+        let response = self.in_flight.front_mut()?.response.take()?;
+        let front = self.in_flight.pop_front()?;
+        self.front_seq = self.front_seq.wrapping_add(1);
+        if self.in_flight.is_empty() {
+            // Give the slots back: an idle connection holds no queue.
+            self.in_flight = VecDeque::new();
+        }
+        Some((front.framing, front.head, response))
+    }
+    fn hold(&self, room: usize) -> Option<Step> {
+        (self.in_flight.len() > room).then_some(Step::Await)
     }
 }
 
@@ -241,8 +313,6 @@ enum State {
     Dispatch,
     /// The handler asked to wait; this response goes out when `process` is called again.
     Waiting(Response),
-    /// The request was forwarded; [`Conn::deliver`] brings its response.
-    Forwarded,
     /// A close was decided; nothing more is parsed.
     Closed,
 }
@@ -285,16 +355,32 @@ impl Conn<Forward> {
         Conn::open(config)
     }
 
-    /// The response to the forwarded request; call `process` next to send it.
-    pub fn deliver(&mut self, response: Response) {
-        if matches!(self.state, State::Forwarded) {
-            self.state = State::Waiting(response);
+    /// The number of the request [`Step::Forward`] last handed on: [`Conn::deliver`] takes
+    /// its response by it.
+    pub fn forwarded_seq(&self) -> u16 {
+        let f = &self.mode;
+        f.front_seq
+            .wrapping_add(f.in_flight.len() as u16)
+            .wrapping_sub(1)
+    }
+
+    /// The response to forwarded request `seq`; call `process` next to send it (and any
+    /// after it that were delivered earlier). False if no such request awaits one.
+    pub fn deliver(&mut self, seq: u16, response: Response) -> bool {
+        let f = &mut self.mode;
+        let index = seq.wrapping_sub(f.front_seq) as usize;
+        match f.in_flight.get_mut(index) {
+            Some(slot) if slot.response.is_none() => {
+                slot.response = Some(response);
+                true
+            }
+            _ => false,
         }
     }
 
-    /// True while a forwarded request waits for its response.
-    pub fn is_forwarded(&self) -> bool {
-        matches!(self.state, State::Forwarded)
+    /// Requests handed on and not yet answered.
+    pub fn in_flight(&self) -> usize {
+        self.mode.in_flight.len()
     }
 }
 
@@ -389,6 +475,9 @@ impl<M: Mode> Conn<M> {
     /// while the server owes the next move (a handler runs, waits, or a response is due).
     pub fn read_deadline(&self) -> Option<Instant> {
         let t = self.timeouts;
+        if self.mode.hold(0).is_some() {
+            return None; // the server owes forwarded responses
+        }
         match self.state {
             State::Head if self.start == self.end && self.head_since.is_none() => {
                 Some(self.last_read + t.idle)
@@ -446,7 +535,10 @@ impl<M: Mode> Conn<M> {
     /// True between requests: nothing buffered, nothing pending. A stopping server may
     /// close such a connection without cutting a request in half.
     pub fn is_idle(&self) -> bool {
-        matches!(self.state, State::Head) && self.start == self.end && self.output().is_empty()
+        matches!(self.state, State::Head)
+            && self.start == self.end
+            && self.output().is_empty()
+            && self.mode.hold(0).is_none()
     }
 
     /// True when the connection closes while the client may still be sending — after an
@@ -460,17 +552,41 @@ impl<M: Mode> Conn<M> {
 
     /// Handles everything the buffer holds and says what the runtime must do next.
     pub fn process(&mut self) -> M::Next {
+        // Forwarded requests whose responses came back, in request order.
+        let mut wrote = false;
+        while let Some((framing, head, response)) = self.mode.next_ready() {
+            response::write(&mut self.out, &response, framing, head);
+            wrote = true;
+        }
+        if wrote {
+            // The idle clock starts when the last answer owed goes out.
+            self.last_read = Instant::now();
+        }
         loop {
             match std::mem::replace(&mut self.state, State::Closed) {
-                State::Closed => return Progress::Close.into(),
-                State::Head => match self.parse_head() {
-                    Ok(Some(next)) => self.state = next,
-                    Ok(None) => {
+                State::Closed => {
+                    self.state = State::Closed;
+                    return match self.mode.hold(0) {
+                        Some(wait) => wait,
+                        None => Progress::Close.into(),
+                    };
+                }
+                State::Head => {
+                    if let Some(wait) = self.mode.hold(MAX_IN_FLIGHT - 1) {
                         self.state = State::Head;
-                        return Progress::Read.into();
+                        return wait;
                     }
-                    Err(reject) => return self.reject(reject).into(),
-                },
+                    match self.parse_head() {
+                        Ok(Some(next)) => self.state = next,
+                        Ok(None) => {
+                            self.state = State::Head;
+                            return Progress::Read.into();
+                        }
+                        Err(reject) => {
+                            self.reject(reject);
+                        }
+                    }
+                }
                 State::Length(remaining) => {
                     let take = remaining.min((self.end - self.start) as u64);
                     self.start += take as usize;
@@ -489,21 +605,21 @@ impl<M: Mode> Conn<M> {
                             self.state = State::Chunked(chunked);
                             return Progress::Read.into();
                         }
-                        Err(reject) => return self.reject(reject).into(),
+                        Err(reject) => {
+                            self.reject(reject);
+                        }
                     }
-                }
-                State::Forwarded => {
-                    // Nothing moves until the forwarded request's response is delivered;
-                    // only a Forward connection gets here, and its dispatch says so.
-                    self.state = State::Forwarded;
-                    if let Err(next) = self.mode.dispatch(&self.req) {
-                        return next;
-                    }
-                    return Progress::Read.into();
                 }
                 State::Dispatch => match self.mode.dispatch(&self.req) {
                     Err(next) => {
-                        self.state = State::Forwarded;
+                        let framing = self.framing();
+                        self.mode
+                            .forwarded(framing, self.req.method == Method::Head);
+                        self.state = if self.keep_alive {
+                            State::Head
+                        } else {
+                            State::Closed
+                        };
                         return next;
                     }
                     Ok(reply) => {
@@ -526,18 +642,24 @@ impl<M: Mode> Conn<M> {
         }
     }
 
-    /// Writes a handler's response and moves on to the next request, or to closing.
-    fn respond(&mut self, resp: &Response) {
+    /// Counts the current request as served and decides how its response is framed: the
+    /// request-count limit makes it the last one.
+    fn framing(&mut self) -> Framing {
         self.served = self.served.saturating_add(1);
         if self.keepalive_requests != 0 && self.served >= self.keepalive_requests {
             // The last request this connection may carry: say so, then close.
             self.keep_alive = false;
         }
-        let framing = match (self.keep_alive, self.req.version) {
+        match (self.keep_alive, self.req.version) {
             (false, _) => Framing::Close,
             (true, Version::Http10) => Framing::KeepAlive10,
             (true, Version::Http11) => Framing::KeepAlive11,
-        };
+        }
+    }
+
+    /// Writes a handler's response and moves on to the next request, or to closing.
+    fn respond(&mut self, resp: &Response) {
+        let framing = self.framing();
         response::write(
             &mut self.out,
             resp,
@@ -555,12 +677,13 @@ impl<M: Mode> Conn<M> {
     /// longer be trusted to contain request boundaries, so it is never parsed further.
     fn reject(&mut self, Reject(status, why): Reject) -> Progress {
         let body = format!("{status} {}: {why}\n", response::reason(status));
-        response::write(
-            &mut self.out,
-            &Response::text(status, body),
-            Framing::Close,
-            false,
-        );
+        // After the answers still owed to forwarded requests before it, if any.
+        if let Some(resp) = self
+            .mode
+            .in_turn(Framing::Close, Response::text(status, body))
+        {
+            response::write(&mut self.out, &resp, Framing::Close, false);
+        }
         self.state = State::Closed;
         self.rejected = true;
         Progress::Close
@@ -592,7 +715,7 @@ impl<M: Mode> Conn<M> {
         self.head_since = None;
         // A client that sent `Expect: 100-continue` waits for this before sending the body
         // (curl does for bodies over 1 KiB); one that already sent it loses nothing.
-        if head.expect_continue && self.start == self.end {
+        if head.expect_continue && self.start == self.end && self.mode.hold(0).is_none() {
             self.out.extend_from_slice(CONTINUE);
         }
         Ok(Some(match head.body {
@@ -847,21 +970,104 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_requests_are_answered_in_order() {
+    fn forwarded_requests_go_on_at_once_and_are_answered_in_order() {
         let mut c = Conn::forwarding(&config());
         c.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!(c.process(), Step::Forward);
         assert_eq!(c.request().path(), "/a");
-        // Until the response comes back, nothing moves.
-        assert_eq!(c.process(), Step::Forward);
-        c.deliver(Response::text(200, "a"));
+        let a = c.forwarded_seq();
+        // The next pipelined request goes on without waiting for the first answer.
         assert_eq!(c.process(), Step::Forward);
         assert_eq!(c.request().path(), "/b");
-        c.deliver(Response::text(502, "worker died"));
+        let b = c.forwarded_seq();
+        assert_eq!((c.process(), c.in_flight()), (Step::Read, 2));
+        assert_eq!(c.read_deadline(), None, "the server owes the next move");
+        // /b is answered first, but nothing goes out before /a's answer.
+        assert!(c.deliver(b, Response::text(502, "worker died")));
+        assert_eq!(c.process(), Step::Read);
+        assert!(c.output().is_empty());
+        assert!(c.deliver(a, Response::text(200, "a")));
+        assert!(
+            !c.deliver(a, Response::text(200, "again")),
+            "one answer each"
+        );
         assert_eq!(c.process(), Step::Read);
         assert_eq!(
             statuses(&String::from_utf8_lossy(c.output())),
             vec![200, 502]
+        );
+        assert_eq!(c.in_flight(), 0);
+        assert!(c.read_deadline().is_some(), "idle again");
+    }
+
+    #[test]
+    fn forwarding_waits_for_answers_before_closing_and_past_the_cap() {
+        let mut c = Conn::forwarding(&config());
+        c.feed(b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert_eq!(c.process(), Step::Forward);
+        let a = c.forwarded_seq();
+        assert_eq!(
+            c.process(),
+            Step::Await,
+            "the answer is owed before the close"
+        );
+        c.deliver(a, Response::text(200, "a"));
+        assert_eq!(c.process(), Step::Close);
+        assert!(String::from_utf8_lossy(c.output()).contains("Connection: close"));
+
+        let mut c = Conn::forwarding(&config());
+        let one = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        for _ in 0..MAX_IN_FLIGHT + 1 {
+            c.feed(one);
+        }
+        for _ in 0..MAX_IN_FLIGHT {
+            assert_eq!(c.process(), Step::Forward);
+        }
+        assert_eq!(c.process(), Step::Await, "no more than MAX_IN_FLIGHT out");
+        let first = c.forwarded_seq().wrapping_sub(MAX_IN_FLIGHT as u16 - 1);
+        c.deliver(first, Response::text(200, "ok"));
+        assert_eq!(c.process(), Step::Forward, "room again");
+    }
+
+    #[test]
+    fn an_error_after_forwarded_requests_waits_its_turn() {
+        let mut c = Conn::forwarding(&config());
+        c.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nBAD\r\n\r\n");
+        assert_eq!(c.process(), Step::Forward);
+        let a = c.forwarded_seq();
+        assert_eq!(c.process(), Step::Await);
+        assert!(
+            c.output().is_empty(),
+            "the 400 must not overtake /a's answer"
+        );
+        c.deliver(a, Response::text(200, "a"));
+        assert_eq!(c.process(), Step::Close);
+        assert_eq!(
+            statuses(&String::from_utf8_lossy(c.output())),
+            vec![200, 400]
+        );
+    }
+
+    #[test]
+    fn forwarded_requests_count_toward_the_keepalive_limit() {
+        let mut cfg = config();
+        cfg.keepalive_requests = 2;
+        let mut c = Conn::forwarding(&cfg);
+        let one = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        c.feed(&[&one[..], one, one].concat());
+        assert_eq!(c.process(), Step::Forward);
+        assert_eq!(c.process(), Step::Forward);
+        assert_eq!(c.process(), Step::Await, "the third is never forwarded");
+        let last = c.forwarded_seq();
+        c.deliver(last.wrapping_sub(1), Response::text(200, "1"));
+        c.deliver(last, Response::text(200, "2"));
+        assert_eq!(c.process(), Step::Close);
+        let out = String::from_utf8_lossy(c.output()).into_owned();
+        assert_eq!(statuses(&out), vec![200, 200]);
+        assert_eq!(out.matches("Connection: close").count(), 1);
+        assert!(
+            c.should_linger(),
+            "the unread third request asks for a lingering close"
         );
     }
 

@@ -85,6 +85,7 @@ rules! {
     http10_keep_alive_is_echoed,
     connection_tokens_are_case_insensitive,
     pipelined_16_answered_in_order,
+    pipelined_answers_keep_order_when_the_first_waits,
     request_one_byte_at_a_time,
     head_has_no_body_then_next_request,
     post_with_content_length_then_next_request,

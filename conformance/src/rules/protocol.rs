@@ -122,6 +122,26 @@ pub fn pipelined_16_answered_in_order(s: &Spec) {
     assert_hello(&c.get("/"));
 }
 
+/// A pipelined request that waits holds back the answers after it, even where they are
+/// ready first (behind reactor-workers' hop, another worker — or a coroutine of the same
+/// one — answers `/` long before `/sleep` returns): HTTP/1.1 answers in request order.
+pub fn pipelined_answers_keep_order_when_the_first_waits(s: &Spec) {
+    let server = Server::start(s, &["--workers", "2"]);
+    let mut c = server.connect();
+    let mut batch = b"GET /sleep?ms=200 HTTP/1.1\r\nHost: test\r\n\r\n".to_vec();
+    for _ in 0..3 {
+        batch.extend_from_slice(b"GET /json HTTP/1.1\r\nHost: test\r\n\r\n");
+    }
+    batch.extend_from_slice(b"GET /sleep?ms=10 HTTP/1.1\r\nHost: test\r\n\r\n");
+    c.send(&batch);
+    assert_eq!(c.response().body_str(), "slept=200");
+    for _ in 0..3 {
+        assert_eq!(c.response().body_str(), JSON);
+    }
+    assert_eq!(c.response().body_str(), "slept=10");
+    assert_hello(&c.get("/"));
+}
+
 pub fn request_one_byte_at_a_time(s: &Spec) {
     let server = Server::start(s, &[]);
     let mut c = server.connect();

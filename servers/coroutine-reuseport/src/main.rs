@@ -171,7 +171,6 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
         }
         match listener.accept() {
             Ok((stream, _)) => {
-                let _ = listener::tune_accepted(stream.inner());
                 let tracked = conns.track(stream);
                 may::go!(move || serve(tracked, config));
             }
@@ -233,8 +232,9 @@ fn serve(mut t: Tracked<TcpStream>, config: &ConnConfig) {
             }
             Progress::Close => {
                 let _ = write_out(&mut t.stream, &mut conn, &t.entry);
-                let _ = t.stream.shutdown(Shutdown::Write);
+                // Dropping the stream closes it (FIN); a lingering close half-closes first.
                 if conn.should_linger() {
+                    let _ = t.stream.shutdown(Shutdown::Write);
                     // may's read timeouts park only this coroutine.
                     linger::drain(&mut t.stream, TcpStream::set_read_timeout);
                 }

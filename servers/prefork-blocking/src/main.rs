@@ -36,14 +36,14 @@
 //!   connection anyway, so nobody else notices; that is PHP-FPM's strength here.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::cli::{self, KeepAlive, ServerArgs};
 use common::codec::{Conn, ConnConfig, Progress};
-use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
+use common::listener::{ListenOptions, ACCEPT_BACKOFF};
 use common::supervisor::{self, Supervisor};
 use common::{linger, shutdown, stats};
 
@@ -120,7 +120,6 @@ fn worker(listener: &TcpListener, config: &ConnConfig, report: bool) -> Result<(
 /// Serves one connection with blocking I/O until it closes or the worker must stop.
 fn serve(mut stream: TcpStream, config: &ConnConfig) {
     // A client that reset the connection already is not worth reporting.
-    let _ = listener::tune_accepted(&stream);
     let fd = stream.as_raw_fd();
     let mut conn = Conn::new(config);
     loop {
@@ -170,10 +169,9 @@ fn serve(mut stream: TcpStream, config: &ConnConfig) {
             }
             Progress::Close => {
                 flush(&mut stream, &mut conn);
+                // Dropping the stream closes it (FIN); a lingering close half-closes first.
                 if conn.should_linger() {
                     linger::blocking(stream);
-                } else {
-                    let _ = stream.shutdown(Shutdown::Write);
                 }
                 return;
             }

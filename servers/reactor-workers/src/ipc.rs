@@ -6,7 +6,7 @@
 //! response carries the token back with the status, content type, extra headers and body.
 //! A worker's first frame on a link is its hello: its index and the reactor it is for.
 
-use std::io::{self, Read};
+use std::io;
 
 use common::codec::{Method, Request, Version};
 use common::response::{Body, Response};
@@ -176,49 +176,85 @@ pub fn decode_response(payload: &[u8]) -> io::Result<(u64, Response)> {
     Ok((token, resp))
 }
 
-/// Takes one complete frame's payload off the front of `buf`, if there is one.
-pub fn split_frame(buf: &mut Vec<u8>) -> io::Result<Option<Vec<u8>>> {
-    if buf.len() < 4 {
-        return Ok(None);
-    }
-    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    if len > MAX_FRAME {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "oversized frame",
-        ));
-    }
-    if buf.len() < 4 + len {
-        return Ok(None);
-    }
-    let payload = buf[4..4 + len].to_vec();
-    buf.drain(..4 + len);
-    Ok(Some(payload))
+/// The receiving end of a link: bytes as they arrive, and the complete frames in them.
+///
+/// Frames are taken where they lie (no copy, no shifting per frame): one read brings a
+/// whole batch, and the bytes of a frame cut in two move to the front once, before the
+/// next read.
+#[derive(Default)]
+pub struct Frames {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
 }
 
-/// Blocking read of one frame (workers), `None` at end of stream.
-pub fn read_frame(stream: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
-    let mut len = [0u8; 4];
-    match stream.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
+/// Room offered to every read: a batch of 64 connections × 16 pipelined answers fits.
+const READ_ROOM: usize = 64 * 1024;
+
+impl Frames {
+    /// Free space to read into (at least [`READ_ROOM`] bytes, or the rest of a large frame).
+    pub fn spare(&mut self) -> &mut [u8] {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.start > 0 && self.buf.len() - self.end < READ_ROOM {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < READ_ROOM {
+            self.buf.resize(self.end + READ_ROOM, 0);
+        }
+        &mut self.buf[self.end..]
     }
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "oversized frame",
-        ));
+
+    /// Records that `n` bytes were read into the start of [`Frames::spare`].
+    pub fn filled(&mut self, n: usize) {
+        self.end = (self.end + n).min(self.buf.len());
     }
-    let mut payload = vec![0; len];
-    stream.read_exact(&mut payload)?;
-    Ok(Some(payload))
+
+    /// The next complete frame's payload, if one is buffered.
+    pub fn next_frame(&mut self) -> io::Result<Option<&[u8]>> {
+        let rest = &self.buf[self.start..self.end];
+        if rest.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        if len > MAX_FRAME {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "oversized frame",
+            ));
+        }
+        if rest.len() < 4 + len {
+            return Ok(None);
+        }
+        let at = self.start + 4;
+        self.start = at + len;
+        Ok(Some(&self.buf[at..at + len]))
+    }
+
+    /// Forgets everything (the link broke).
+    pub fn clear(&mut self) {
+        *self = Frames::default();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The frames in `bytes`, as a link would take them.
+    fn split(bytes: &[u8]) -> io::Result<Vec<Vec<u8>>> {
+        let mut frames = Frames::default();
+        frames.spare()[..bytes.len()].copy_from_slice(bytes);
+        frames.filled(bytes.len());
+        let mut out = Vec::new();
+        while let Some(payload) = frames.next_frame()? {
+            out.push(payload.to_vec());
+        }
+        Ok(out)
+    }
 
     #[test]
     fn request_and_response_round_trip() {
@@ -226,9 +262,7 @@ mod tests {
         req.push_header("User-Agent", "ab");
         let mut buf = Vec::new();
         encode_request(&mut buf, 42, &req);
-        let payload = split_frame(&mut buf).unwrap().unwrap();
-        assert!(buf.is_empty());
-        let (token, back) = decode_request(&payload).unwrap();
+        let (token, back) = decode_request(&split(&buf).unwrap()[0]).unwrap();
         assert_eq!(
             (token, back.method, back.version),
             (42, Method::Post, Version::Http10)
@@ -241,22 +275,43 @@ mod tests {
 
         let mut resp = Response::text(200, "slept=5");
         resp.headers.push(("X-Request-Id", "7".into()));
+        buf.clear();
         encode_response(&mut buf, 9, &resp);
         encode_hello(&mut buf, 1, 0);
-        let (token, back) = decode_response(&split_frame(&mut buf).unwrap().unwrap()).unwrap();
+        let frames = split(&buf).unwrap();
+        assert_eq!(frames.len(), 2);
+        let (token, back) = decode_response(&frames[0]).unwrap();
         assert_eq!((token, back), (9, resp));
-        assert_eq!(
-            decode_hello(&split_frame(&mut buf).unwrap().unwrap()).unwrap(),
-            (1, 0)
-        );
+        assert_eq!(decode_hello(&frames[1]).unwrap(), (1, 0));
+    }
+
+    #[test]
+    fn frames_are_taken_from_a_batch_across_reads() {
+        let mut sent = Vec::new();
+        for i in 0..100u64 {
+            encode_response(&mut sent, i, &Response::text(200, format!("answer {i}")));
+        }
+        let mut frames = Frames::default();
+        let mut got = Vec::new();
+        // Arrives in uneven pieces, each cutting a frame somewhere.
+        for piece in sent.chunks(1000) {
+            let room = frames.spare();
+            room[..piece.len()].copy_from_slice(piece);
+            frames.filled(piece.len());
+            while let Some(payload) = frames.next_frame().unwrap() {
+                got.push(decode_response(payload).unwrap().0);
+            }
+        }
+        assert_eq!(got, (0..100).collect::<Vec<_>>());
     }
 
     #[test]
     fn partial_and_garbage_frames() {
-        let mut buf = vec![5, 0, 0, 0, 1, 2];
-        assert_eq!(split_frame(&mut buf).unwrap(), None);
+        assert!(
+            split(&[5, 0, 0, 0, 1, 2]).unwrap().is_empty(),
+            "half a frame"
+        );
         assert!(decode_response(&[1, 2, 3]).is_err());
-        let mut huge = (u32::MAX).to_le_bytes().to_vec();
-        assert!(split_frame(&mut huge).is_err());
+        assert!(split(&u32::MAX.to_le_bytes()).is_err());
     }
 }

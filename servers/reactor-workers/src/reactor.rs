@@ -1,10 +1,16 @@
 //! A reactor thread: owns client connections and links to every worker.
 //!
 //! Client connections are `common::evconn::EvConn`s in [`Forward`] mode: the
-//! shared codec parses, and each complete request comes out as [`Next::Forward`]. The
-//! reactor frames it, picks a worker with the `--dispatch` rule, and writes it to that
-//! worker's link; the response frame coming back is delivered to the connection, which
-//! writes it — pipelined requests in order, one in flight per connection.
+//! shared codec parses, and each complete request comes out as `Next::Forward`. The
+//! reactor frames it, picks a worker with the `--dispatch` rule, and appends it to that
+//! worker's link; the response frames coming back are delivered to their connections,
+//! which write them — pipelined requests all go on at once, answered in order.
+//!
+//! The hop is batched both ways: the requests of every connection read in one pass of the
+//! loop go to a worker in **one** write at the end of the pass (`end_of_pass`), the worker
+//! answers all it read in one write, and one read here takes them all back. Under load
+//! the hop then costs a few system calls per batch, not per request; an idle server still
+//! answers a lone request at once (the pass ends right after it).
 //!
 //! A link that breaks (its worker died) answers every request the worker had received
 //! with 502: it may have had effects, so it is not retried behind the client's back. A
@@ -57,15 +63,18 @@ const GREETING: usize = HOST_TOKENS;
 #[derive(Default)]
 struct Link {
     stream: Option<UnixStream>,
-    /// Framed requests not yet (fully) written, with their tokens; they wait here while
-    /// the worker is down.
-    queue: VecDeque<(u64, Vec<u8>)>,
-    /// Bytes of the front frame already written.
-    partial: usize,
+    /// Framed requests not yet (fully) written; they wait here while the worker is down.
+    out: Vec<u8>,
+    /// Bytes of `out` already written.
+    written: usize,
+    /// The requests in `out`: token, and where the frame starts and ends.
+    queued: VecDeque<(u64, usize, usize)>,
     /// Requests written to this worker and not answered: lost if it dies.
     sent: HashSet<u64>,
-    /// Bytes of response frames received so far.
-    inbuf: Vec<u8>,
+    /// Response frames as they arrive.
+    frames: ipc::Frames,
+    /// Listed in the reactor's `dirty`: has requests to write at the end of the pass.
+    dirty: bool,
 }
 
 /// A link handed from reactor 0 (which accepts worker connections) to its reactor.
@@ -99,18 +108,29 @@ pub struct Reactor {
     unix_backoff: Backoff,
     peers: Vec<(mpsc::Sender<LinkHandoff>, Arc<Waker>)>,
     inbox: mpsc::Receiver<LinkHandoff>,
-    greeting: Slab<(UnixStream, Vec<u8>)>,
+    greeting: Slab<(UnixStream, ipc::Frames)>,
     links: Vec<Link>,
+    /// Links with requests appended in this pass.
+    dirty: Vec<usize>,
+    /// Connections that got responses in this read of a link: each is advanced once, so
+    /// a pipelined batch's answers leave in one write.
+    answered: Vec<usize>,
     dispatch: Dispatch,
     next_worker: usize,
     stop_flag: Arc<AtomicBool>,
     busy: Arc<Vec<AtomicUsize>>,
 }
 
-/// A token names a client connection and its generation, so a late response for a
-/// connection that closed (and whose slot was reused) is dropped.
-fn token(key: usize, id: u64) -> u64 {
-    ((key as u64) << 32) | (id & 0xffff_ffff)
+/// A token names a client connection, its generation (so that a late response for a
+/// connection that closed, and whose slot was reused, is dropped) and the request's number
+/// on it.
+fn token(key: usize, id: u64, seq: u16) -> u64 {
+    ((key as u64) << 32) | ((id & 0xffff) << 16) | seq as u64
+}
+
+/// The parts of a [`token`]: connection key, generation (16 bits), request number.
+fn untoken(t: u64) -> (usize, u64, u16) {
+    ((t >> 32) as usize, (t >> 16) & 0xffff, t as u16)
 }
 
 impl Reactor {
@@ -136,6 +156,8 @@ impl Reactor {
             inbox: setup.inbox,
             greeting: Slab::new(),
             links: (0..setup.workers).map(|_| Link::default()).collect(),
+            dirty: Vec::new(),
+            answered: Vec::new(),
             dispatch: setup.dispatch,
             next_worker: 0,
             stop_flag: setup.stopping,
@@ -184,7 +206,7 @@ impl Reactor {
                 .register(&mut stream, Token(GREETING + slot), Interest::READABLE)
                 .is_ok()
             {
-                entry.insert((stream, Vec::new()));
+                entry.insert((stream, ipc::Frames::default()));
                 // The hello may already be there: edge-triggered, so read it now.
                 self.on_greeting(slot);
             }
@@ -192,18 +214,17 @@ impl Reactor {
     }
 
     fn on_greeting(&mut self, slot: usize) {
-        let Some((stream, buf)) = self.greeting.get_mut(slot) else {
+        let Some((stream, frames)) = self.greeting.get_mut(slot) else {
             return;
         };
-        let mut chunk = [0u8; 64];
         let mut closed = false;
         loop {
-            match stream.read(&mut chunk) {
+            match stream.read(frames.spare()) {
                 Ok(0) => {
                     closed = true;
                     break;
                 }
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => frames.filled(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -212,8 +233,8 @@ impl Reactor {
                 }
             }
         }
-        let hello = match ipc::split_frame(buf) {
-            Ok(Some(payload)) => ipc::decode_hello(&payload).map_err(|_| ()),
+        let hello = match frames.next_frame() {
+            Ok(Some(payload)) => ipc::decode_hello(payload).map_err(|_| ()),
             Ok(None) if !closed => return, // wait for the rest of the hello
             _ => Err(()),
         };
@@ -262,7 +283,7 @@ impl Reactor {
             return;
         }
         link.stream = Some(stream);
-        link.inbuf.clear();
+        link.frames.clear();
         self.flush_link(worker);
     }
 
@@ -274,17 +295,18 @@ impl Reactor {
         let Some(stream) = link.stream.as_mut() else {
             return;
         };
-        let mut chunk = [0u8; 16 * 1024];
         let mut broken = false;
         loop {
-            match stream.read(&mut chunk) {
+            let room = link.frames.spare();
+            let asked = room.len();
+            match stream.read(room) {
                 Ok(0) => {
                     broken = true;
                     break;
                 }
                 Ok(n) => {
-                    link.inbuf.extend_from_slice(&chunk[..n]);
-                    if n < chunk.len() {
+                    link.frames.filled(n);
+                    if n < asked {
                         break; // short read: drained
                     }
                 }
@@ -296,11 +318,12 @@ impl Reactor {
                 }
             }
         }
-        let mut replies = Vec::new();
+        let mut answered = std::mem::take(&mut self.answered);
         loop {
-            match ipc::split_frame(&mut link.inbuf) {
-                Ok(Some(payload)) => match ipc::decode_response(&payload) {
-                    Ok(reply) => replies.push(reply),
+            let link = &mut self.links[worker];
+            let (t, response) = match link.frames.next_frame() {
+                Ok(Some(payload)) => match ipc::decode_response(payload) {
+                    Ok(reply) => reply,
                     Err(_) => {
                         broken = true;
                         break;
@@ -311,17 +334,27 @@ impl Reactor {
                     broken = true;
                     break;
                 }
-            }
-        }
-        for (t, response) in replies {
-            if self.links[worker].sent.remove(&t) {
+            };
+            if link.sent.remove(&t) {
                 self.busy[worker].fetch_sub(1, Ordering::Relaxed);
             }
-            self.deliver(t, response);
+            answered.extend(self.deliver(t, response));
         }
+        self.answer(answered);
         if broken {
             self.on_link_lost(worker);
         }
+    }
+
+    /// Advances each connection that got responses, once.
+    fn answer(&mut self, mut keys: Vec<usize>) {
+        keys.sort_unstable();
+        keys.dedup();
+        for &key in &keys {
+            self.advance(key);
+        }
+        keys.clear();
+        self.answered = keys;
     }
 
     /// The worker died (or broke the protocol): the requests it had received get 502;
@@ -331,30 +364,42 @@ impl Reactor {
         if let Some(mut stream) = link.stream.take() {
             let _ = self.core.poll.registry().deregister(&mut stream);
         }
-        link.inbuf.clear();
+        link.frames.clear();
         let mut lost: Vec<u64> = link.sent.drain().collect();
-        if link.partial > 0 {
-            // Half a frame reached the dead worker: that request is lost too.
-            if let Some((t, _)) = link.queue.pop_front() {
+        if let Some(&(t, start, _)) = link.queued.front() {
+            if start < link.written {
+                // Half a frame reached the dead worker: that request is lost too.
                 lost.push(t);
+                link.queued.pop_front();
             }
-            link.partial = 0;
         }
+        // What the worker never got moves to the front, for its restart.
+        let keep = link
+            .queued
+            .front()
+            .map_or(link.out.len(), |&(_, start, _)| start);
+        link.out.drain(..keep);
+        for (_, start, end) in link.queued.iter_mut() {
+            *start -= keep;
+            *end -= keep;
+        }
+        link.written = 0;
         self.busy[worker].fetch_sub(lost.len(), Ordering::Relaxed);
+        let mut answered = std::mem::take(&mut self.answered);
         for t in lost {
             let why =
                 format!("502 Bad Gateway: worker {worker} exited while handling the request\n");
-            self.deliver(t, Response::text(502, why));
+            answered.extend(self.deliver(t, Response::text(502, why)));
         }
+        self.answer(answered);
     }
 
-    fn deliver(&mut self, t: u64, response: Response) {
-        let key = (t >> 32) as usize;
-        match self.core.conns.get_mut(key) {
-            Some(c) if token(key, c.id) == t && c.is_awaiting() => c.deliver(response),
-            _ => return, // the client left meanwhile
-        }
-        self.advance(key);
+    /// Hands a response to its connection; returns the connection to advance, unless the
+    /// client left meanwhile.
+    fn deliver(&mut self, t: u64, response: Response) -> Option<usize> {
+        let (key, id, seq) = untoken(t);
+        let c = self.core.conns.get_mut(key)?;
+        (c.id & 0xffff == id && c.deliver(seq, response)).then_some(key)
     }
 
     /// Writes as much of a link's queued requests as the socket takes.
@@ -366,16 +411,9 @@ impl Reactor {
             return;
         };
         let mut broken = false;
-        while let Some((t, frame)) = link.queue.front() {
-            match stream.write(&frame[link.partial..]) {
-                Ok(n) => {
-                    link.partial += n;
-                    if link.partial == frame.len() {
-                        link.sent.insert(*t);
-                        link.queue.pop_front();
-                        link.partial = 0;
-                    }
-                }
+        while link.written < link.out.len() {
+            match stream.write(&link.out[link.written..]) {
+                Ok(n) => link.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -383,6 +421,17 @@ impl Reactor {
                     break;
                 }
             }
+        }
+        while let Some(&(t, _, end)) = link.queued.front() {
+            if end > link.written {
+                break;
+            }
+            link.sent.insert(t);
+            link.queued.pop_front();
+        }
+        if link.written == link.out.len() {
+            link.out.clear();
+            link.written = 0;
         }
         if broken {
             self.on_link_lost(worker);
@@ -416,17 +465,23 @@ impl Reactor {
         }
     }
 
+    /// Appends the request to the chosen worker's link; it is written at the end of the
+    /// pass, with the others.
     fn forward(&mut self, key: usize) {
         let worker = self.choose(key);
         let Some(c) = self.core.conns.get(key) else {
             return;
         };
-        let t = token(key, c.id);
-        let mut frame = Vec::with_capacity(64 + c.conn.request().target().len());
-        ipc::encode_request(&mut frame, t, c.conn.request());
-        self.links[worker].queue.push_back((t, frame));
+        let t = token(key, c.id, c.conn.forwarded_seq());
+        let link = &mut self.links[worker];
+        let start = link.out.len();
+        ipc::encode_request(&mut link.out, t, c.conn.request());
+        link.queued.push_back((t, start, link.out.len()));
+        if !link.dirty {
+            link.dirty = true;
+            self.dirty.push(worker);
+        }
         self.busy[worker].fetch_add(1, Ordering::Relaxed);
-        self.flush_link(worker);
     }
 }
 
@@ -464,5 +519,16 @@ impl EventLoop for Reactor {
         if self.unix_backoff.due(now) {
             self.on_worker_connect();
         }
+    }
+
+    /// Every request this pass gathered goes to its worker in one write per link.
+    fn end_of_pass(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for &worker in &dirty {
+            self.links[worker].dirty = false;
+            self.flush_link(worker);
+        }
+        dirty.clear();
+        self.dirty = dirty;
     }
 }

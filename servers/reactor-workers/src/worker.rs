@@ -3,14 +3,18 @@
 //! (`--worker-mode`):
 //!
 //! - **coroutine** (the default, as Swoole runs `onRequest` since 4.4): a single-threaded
-//!   coroutine scheduler (`may`); each request frame runs in its own coroutine, so a wait
-//!   (`/sleep`) parks only that request and the worker takes the next frames meanwhile. A
+//!   coroutine scheduler (`may`); a request that waits (`/sleep`) parks in a coroutine of
+//!   its own, so only that request waits and the worker takes the next frames meanwhile. A
 //!   synchronous call (`/db`'s SQLite) still blocks the whole worker, as an unhooked driver
 //!   blocks a Swoole worker.
 //! - **sync**: one request at a time, blocking — a PHP-FPM child behind nginx, or Swoole
 //!   with `enable_coroutine => false`.
+//!
+//! Either way a worker takes every frame one read brought (the reactor sends a pass's
+//! requests together), answers them, and sends the answers back in one write: the hop
+//! costs a few system calls per batch, not per request.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
@@ -72,10 +76,12 @@ pub fn run(
     Ok(())
 }
 
-/// Coroutine mode: a reader coroutine per link takes frames and starts a coroutine per
-/// request; responses go back through the link's lock, whole frames at a time. The main
-/// thread only waits for the stop (or for the master to close the links), then for the
-/// requests still running.
+/// Coroutine mode: a reader coroutine per link takes each batch of frames and answers
+/// them in one write. A request that runs to completion is run right there — exactly what
+/// a fresh coroutine would do with it, without making one; a request that waits gets its
+/// own coroutine, which sends its answer alone when the wait is over. The main thread only
+/// waits for the stop (or for the master to close the links), then for the requests still
+/// waiting.
 fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app: &'static App) {
     // One scheduler thread: the worker is one process with one thread of requests, as a
     // Swoole worker is. It follows the process's CPU mask (the supervisor pins it).
@@ -102,26 +108,47 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
         let _ = unsafe {
             may::coroutine::spawn(move || {
                 stats::set_worker_index(index);
-                while let Ok(Some(payload)) = ipc::read_frame(&mut reader) {
-                    let Ok((token, request)) = ipc::decode_request(&payload) else {
-                        break;
-                    };
-                    stats::request();
-                    in_flight.fetch_add(1, Ordering::SeqCst);
-                    let (writer, in_flight) = (writer.clone(), in_flight.clone());
-                    may::go!(move || {
+                let mut frames = ipc::Frames::default();
+                let mut batch = Vec::new();
+                'link: loop {
+                    match reader.read(frames.spare()) {
+                        Ok(0) | Err(_) => break, // the master closed the link
+                        Ok(n) => frames.filled(n),
+                    }
+                    loop {
+                        let (token, request) = match frames.next_frame() {
+                            Ok(Some(payload)) => match ipc::decode_request(payload) {
+                                Ok(decoded) => decoded,
+                                Err(_) => break 'link,
+                            },
+                            Ok(None) => break,
+                            Err(_) => break 'link,
+                        };
+                        stats::request();
                         let Reply { response, wait } = handler(&request, app);
-                        if let Some(wait) = wait {
+                        let Some(wait) = wait.filter(|w| !w.is_zero()) else {
+                            ipc::encode_response(&mut batch, token, &response);
+                            continue;
+                        };
+                        in_flight.fetch_add(1, Ordering::SeqCst);
+                        let (writer, in_flight) = (writer.clone(), in_flight.clone());
+                        may::go!(move || {
                             // Parks this request only; the worker serves the others.
                             may::coroutine::sleep(wait);
-                        }
-                        let mut out = Vec::new();
-                        ipc::encode_response(&mut out, token, &response);
+                            let mut out = Vec::new();
+                            ipc::encode_response(&mut out, token, &response);
+                            if let Ok(mut link) = writer.lock() {
+                                let _ = link.write_all(&out);
+                            }
+                            in_flight.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    }
+                    if !batch.is_empty() {
                         if let Ok(mut link) = writer.lock() {
-                            let _ = link.write_all(&out);
+                            let _ = link.write_all(&batch);
                         }
-                        in_flight.fetch_sub(1, Ordering::SeqCst);
-                    });
+                        batch.clear();
+                    }
                 }
                 // The master closed the link: it is stopping or gone.
                 open_links.fetch_sub(1, Ordering::SeqCst);
@@ -139,9 +166,12 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
     }
 }
 
-/// Sync mode: poll the links, answer one frame at a time, sleep through waits.
+/// Sync mode: poll the links; for each, take the frames one read brought and answer them
+/// one at a time, sleeping through waits; the answers go back together, except that what
+/// is ready is sent before a wait begins (a wait must not hold back answers already made).
 fn serve_sync(mut links: Vec<UnixStream>, handler: Handler, app: &App) -> Result<(), String> {
     supervisor::ready();
+    let mut frames: Vec<ipc::Frames> = links.iter().map(|_| ipc::Frames::default()).collect();
     let mut out = Vec::new();
     'serve: while !shutdown::requested() {
         let mut fds: Vec<libc::pollfd> = links
@@ -161,22 +191,31 @@ fn serve_sync(mut links: Vec<UnixStream>, handler: Handler, app: &App) -> Result
             if fd.revents == 0 {
                 continue;
             }
-            let link = &mut links[i];
-            let Some(payload) = ipc::read_frame(link).map_err(|e| e.to_string())? else {
-                break 'serve; // the master closed the link: it is stopping or gone
-            };
-            let (token, request) = ipc::decode_request(&payload).map_err(|e| e.to_string())?;
-            stats::request();
-            let Reply { response, wait } = handler(&request, app);
-            if let Some(wait) = wait {
-                // A synchronous worker waits by sleeping, as a PHP worker would.
-                std::thread::sleep(wait);
+            let (link, frames) = (&mut links[i], &mut frames[i]);
+            match link.read(frames.spare()) {
+                Ok(0) => break 'serve, // the master closed the link: it is stopping or gone
+                Ok(n) => frames.filled(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.to_string()),
             }
-            out.clear();
-            ipc::encode_response(&mut out, token, &response);
-            if link.write_all(&out).is_err() {
+            while let Some(payload) = frames.next_frame().map_err(|e| e.to_string())? {
+                let (token, request) = ipc::decode_request(payload).map_err(|e| e.to_string())?;
+                stats::request();
+                let Reply { response, wait } = handler(&request, app);
+                if let Some(wait) = wait {
+                    if !out.is_empty() && link.write_all(&out).is_err() {
+                        break 'serve;
+                    }
+                    out.clear();
+                    // A synchronous worker waits by sleeping, as a PHP worker would.
+                    std::thread::sleep(wait);
+                }
+                ipc::encode_response(&mut out, token, &response);
+            }
+            if !out.is_empty() && link.write_all(&out).is_err() {
                 break 'serve;
             }
+            out.clear();
         }
     }
     Ok(())

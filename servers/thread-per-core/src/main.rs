@@ -256,7 +256,6 @@ async fn shard(
         }
         match listener.accept().await {
             Ok(stream) => {
-                let _ = stream.set_nodelay(true);
                 let tracked = conns.track(stream);
                 glommio::spawn_local(serve(tracked, config)).detach();
             }
@@ -308,8 +307,9 @@ async fn serve(mut t: Tracked<TcpStream>, config: &'static ConnConfig) {
                 glommio::timer::sleep(wait).await;
             }
             Progress::Close => {
-                let _ = t.stream.shutdown(Shutdown::Write).await;
+                // Dropping the stream closes it (FIN); a lingering close half-closes first.
                 if conn.should_linger() {
+                    let _ = t.stream.shutdown(Shutdown::Write).await;
                     drain(&mut t.stream, &mut rx).await;
                 }
                 return;

@@ -50,7 +50,7 @@ use clap::{Parser, ValueEnum};
 use common::cli::{self, Config, ServerArgs};
 use common::codec::{Conn, ConnConfig, Progress};
 use common::handler::App;
-use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
+use common::listener::{ListenOptions, ACCEPT_BACKOFF};
 use common::registry::{ConnRegistry, Tracked};
 use common::{linger, stats, supervisor};
 use std::sync::Arc;
@@ -224,7 +224,6 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, _)) => {
-                let _ = listener::tune_accepted(&stream);
                 let stop = stop.clone();
                 match codec {
                     Codec::Shared => {
@@ -291,8 +290,9 @@ async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, confi
                 tokio::time::sleep(wait).await;
             }
             Progress::Close => {
-                let _ = t.stream.shutdown().await;
+                // Dropping the stream closes it (FIN); a lingering close half-closes first.
                 if conn.should_linger() {
+                    let _ = t.stream.shutdown().await;
                     drain(&mut t.stream).await;
                 }
                 return;
