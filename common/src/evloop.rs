@@ -322,9 +322,7 @@ impl<M: Mode> ConnTable<M> {
     /// client sockets (workers are forked before they accept), so the descriptor is the
     /// only one — a system call per connection saved.
     pub fn close(&mut self, key: usize) {
-        if self.conns.contains(key) {
-            drop(self.conns.remove(key));
-        }
+        self.conns.try_remove(key);
     }
 
     /// How long the loop may block: until the next timer or the next deadline sweep.

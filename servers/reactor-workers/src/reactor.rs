@@ -128,9 +128,10 @@ fn token(key: usize, id: u64, seq: u16) -> u64 {
     ((key as u64) << 32) | ((id & 0xffff) << 16) | seq as u64
 }
 
-/// The parts of a [`token`]: connection key, generation (16 bits), request number.
-fn untoken(t: u64) -> (usize, u64, u16) {
-    ((t >> 32) as usize, (t >> 16) & 0xffff, t as u16)
+/// The connection key and request number a [`token`] was made from (its generation is
+/// checked by making the token again).
+fn untoken(t: u64) -> (usize, u16) {
+    ((t >> 32) as usize, t as u16)
 }
 
 impl Reactor {
@@ -397,9 +398,9 @@ impl Reactor {
     /// Hands a response to its connection; returns the connection to advance, unless the
     /// client left meanwhile.
     fn deliver(&mut self, t: u64, response: Response) -> Option<usize> {
-        let (key, id, seq) = untoken(t);
+        let (key, seq) = untoken(t);
         let c = self.core.conns.get_mut(key)?;
-        (c.id & 0xffff == id && c.deliver(seq, response)).then_some(key)
+        (token(key, c.id, seq) == t && c.deliver(seq, response)).then_some(key)
     }
 
     /// Writes as much of a link's queued requests as the socket takes.
