@@ -1,19 +1,43 @@
-//! `bench --idle-conns N`: what an idle keep-alive connection costs each architecture.
+//! `bench --idle-conns N`: what an idle keep-alive connection costs each architecture, up
+//! to 100,000 of them on one machine.
 //!
-//! For each variant: start it, open N connections and make one request on each (so every
-//! connection is accepted and has met the codec), measure the server's resident memory
-//! (summed over its processes) against the baseline, then make a second request on every
-//! connection to check that each is still answered. Blocking one-connection-per-worker
-//! variants cannot hold idle connections by design and are reported as such.
+//! For each variant: start it (1 worker, `--max-conns` above N), open N connections and
+//! make one request on each, in waves of [`WAVE`] (so every connection is accepted and
+//! has met the codec),
+//! measure the server's resident memory (summed over its processes) against its baseline,
+//! then make a second request on every connection to check that each is still answered.
+//! Blocking one-connection-per-worker variants cannot hold idle connections by design and
+//! are reported as such.
+//!
+//! Two limits of one machine stand in the way of 100,000, and both are handled here:
+//! - **Ports.** A client has about 28,000 ephemeral ports per source address towards one
+//!   server address (`ip_local_port_range`), so connections are spread over several
+//!   loopback source addresses (127.0.0.1, 127.0.0.2, … — all of 127/8 is local), each
+//!   socket bound with `IP_BIND_ADDRESS_NO_PORT` so the port is chosen at `connect` by the
+//!   whole 4-tuple (a plain `bind` to port 0 would reserve the port for good).
+//! - **Descriptors.** The client and the server each need one per connection; the harness
+//!   raises its `RLIMIT_NOFILE` (the hard limit too when it may, as root) before it starts
+//!   the server, which inherits it, or says exactly which limit stops it.
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Socket, Type};
 
 use crate::server;
+use variants::peers::{self, Peer};
 use variants::Variant;
+
+/// Connections opened from one source address: well inside the ~28,000 ephemeral ports a
+/// default `ip_local_port_range` gives each (source, destination) pair.
+const PER_SOURCE: usize = 25_000;
+
+/// Descriptors kept free besides the connections (the server's listeners, pipes, files).
+const SPARE_FDS: u64 = 1_000;
 
 /// Resident memory (VmRSS) summed over `pids`, in KiB.
 fn rss_kib(pids: &[i32]) -> u64 {
@@ -27,49 +51,151 @@ fn rss_kib(pids: &[i32]) -> u64 {
         .sum()
 }
 
+/// Raises this process's descriptor limit to `need` (soft, and hard where permitted), so
+/// that it and the servers it starts can hold the connections; the limit that stops it
+/// otherwise, in one line.
+pub fn ensure_fd_limit(need: u64) -> Result<(), String> {
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(format!(
+                "cannot read RLIMIT_NOFILE: {}",
+                io::Error::last_os_error()
+            ));
+        }
+        if limit.rlim_cur >= need {
+            return Ok(());
+        }
+        let hard = limit.rlim_max;
+        let raised = libc::rlimit {
+            rlim_cur: need,
+            rlim_max: hard.max(need),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            return Ok(());
+        }
+        let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open").unwrap_or_default();
+        Err(format!(
+            "{need} descriptors needed, RLIMIT_NOFILE hard limit is {hard} and cannot be \
+             raised ({}; fs.nr_open {}): run as root or raise `ulimit -Hn`",
+            io::Error::last_os_error(),
+            nr_open.trim()
+        ))
+    }
+}
+
+/// The loopback source address of connection `i`: 127.0.0.(1 + i / PER_SOURCE).
+fn source(i: usize) -> io::Result<Ipv4Addr> {
+    let host = u8::try_from(1 + i / PER_SOURCE)
+        .ok()
+        .filter(|h| *h < 255)
+        .ok_or_else(|| io::Error::other("more connections than loopback sources"))?;
+    Ok(Ipv4Addr::new(127, 0, 0, host))
+}
+
+/// A connection from `from` to `to`, its port chosen at connect time.
+fn connect(from: Ipv4Addr, to: SocketAddr) -> io::Result<TcpStream> {
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt with a valid int option value. Failing is harmless below the
+    // port limit of one address, and the connect error says so above it.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    socket.bind(&SocketAddr::V4(SocketAddrV4::new(from, 0)).into())?;
+    socket.connect(&to.into())?;
+    let stream: TcpStream = socket.into();
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    Ok(stream)
+}
+
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
 
-/// Sends one request on every connection, then reads every response; the number answered.
+/// Requests in flight at once in a round: a wave is written, then read. Bounding it keeps
+/// the figure about idle connections, not about how deep a burst of N requests queues
+/// inside a server (a reactor's links, a worker's batch), which would otherwise grow with N.
+const WAVE: usize = 1024;
+
+/// Sends one request on every connection and reads every response, a wave at a time; the
+/// number answered.
 fn round(conns: &mut [TcpStream]) -> usize {
-    for c in conns.iter_mut() {
-        let _ = c.write_all(REQUEST);
-    }
     let mut answered = 0;
     let mut buf = [0u8; 512];
-    for c in conns.iter_mut() {
-        let mut got = Vec::new();
-        while !got.ends_with(b"hello, world!") {
-            match c.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
+    for wave in conns.chunks_mut(WAVE) {
+        for c in wave.iter_mut() {
+            let _ = c.write_all(REQUEST);
         }
-        answered += usize::from(got.ends_with(b"hello, world!"));
+        for c in wave.iter_mut() {
+            let mut got = Vec::new();
+            while !got.ends_with(b"hello, world!") {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            answered += usize::from(got.ends_with(b"hello, world!"));
+        }
     }
     answered
 }
 
-/// The markdown table for every variant.
-pub fn run(bin_dir: &Path, variants: &[Variant], n: usize, cpus: &[usize], db: &Path) -> String {
+/// The markdown table for every variant, then every peer (each with one worker).
+pub fn run(
+    bin_dir: &Path,
+    variants: &[Variant],
+    peers: &[Peer],
+    n: usize,
+    cpus: &[usize],
+    db: &Path,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| variant | model | idle connections | RSS before (MiB) | RSS after (MiB) | bytes per connection | still answered |\n|---|---|---:|---:|---:|---:|---:|"
+        "| variant | model | idle connections | RSS before (MiB) | RSS after (MiB) | bytes per connection | open (s) | answer round (s) | still answered |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
     );
-    for v in variants {
-        if v.one_conn_per_worker {
+    // The client's descriptors and the server's, which inherits this limit.
+    if let Err(e) = ensure_fd_limit(n as u64 + SPARE_FDS) {
+        let _ = writeln!(out, "| all | | FAILED: {e} | | | | | | |");
+        return out;
+    }
+    // A built-in peer sizes its own connection table from this (nginx's
+    // worker_connections), as a model's from --max-conns.
+    std::env::set_var(peers::CONNS_ENV, (n + 16).to_string());
+    let models = variants.iter().map(|v| (v.name, v.model, Some(v)));
+    let others = peers
+        .iter()
+        .map(|p| (p.name.as_str(), p.what.as_str(), None));
+    for (i, (name, model, variant)) in models.chain(others).enumerate() {
+        if variant.is_some_and(|v| v.one_conn_per_worker) {
             let _ = writeln!(
                 out,
-                "| {} | {} | – | – | – | one connection per worker | – |",
-                v.name, v.model
+                "| {name} | {model} | – | – | – | one connection per worker | – | – | – |"
             );
             continue;
         }
-        let extra = ["--db".to_string(), db.display().to_string()];
-        let server = match server::start(bin_dir, v, 1, cpus, &extra) {
+        let started = match variant {
+            Some(v) => {
+                let extra = [
+                    "--db".to_string(),
+                    db.display().to_string(),
+                    "--max-conns".to_string(),
+                    (n + 16).to_string(),
+                ];
+                server::start(bin_dir, v, 1, cpus, &extra)
+            }
+            None => server::start_peer(&peers[i - variants.len()], 1, cpus, db),
+        };
+        let server = match started {
             Ok(s) => s,
             Err(e) => {
-                let _ = writeln!(out, "| {} | {} | FAILED: {e} | | | | |", v.name, v.model);
+                let _ = writeln!(out, "| {name} | {model} | FAILED: {e} | | | | | | |");
                 continue;
             }
         };
@@ -77,32 +203,67 @@ pub fn run(bin_dir: &Path, variants: &[Variant], n: usize, cpus: &[usize], db: &
         std::thread::sleep(Duration::from_millis(200));
         let before = rss_kib(&pids);
         let mut conns = Vec::with_capacity(n);
-        for _ in 0..n {
-            match TcpStream::connect(server.addr) {
-                Ok(c) => {
-                    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-                    conns.push(c);
+        let mut stopped_by = None;
+        let opening = Instant::now();
+        for i in 0..n {
+            match source(i).and_then(|from| connect(from, server.addr)) {
+                Ok(c) => conns.push(c),
+                Err(e) => {
+                    stopped_by = Some(format!("stopped at {i}: {e}"));
+                    break;
                 }
-                Err(_) => break,
             }
         }
+        let open_s = opening.elapsed().as_secs_f64();
+        let answering = Instant::now();
         let first = round(&mut conns);
-        std::thread::sleep(Duration::from_millis(300));
+        let round_s = answering.elapsed().as_secs_f64();
+        // Let the allocator settle what the burst left (returned buffers, freed pages).
+        std::thread::sleep(Duration::from_millis(300) + Duration::from_micros(10 * n as u64));
         let after = rss_kib(&crate::procfs::tree(server.pid()));
         let second = round(&mut conns);
         let held = conns.len();
-        drop(conns);
+        // The server closes first, so the TIME_WAIT sockets are its own, not the ports
+        // the next variant's client needs.
         let _ = server.stop(server::STOP_GRACE);
+        drop(conns);
         let per_conn = (after.saturating_sub(before) * 1024) / held.max(1) as u64;
+        let note = stopped_by.map_or(String::new(), |s| format!("; {s}"));
         let _ = writeln!(
             out,
-            "| {} | {} | {held} | {:.1} | {:.1} | {per_conn} | {} of {held} (first round {first}) |",
-            v.name,
-            v.model,
+            "| {name} | {model} | {held} | {:.1} | {:.1} | {per_conn} | {open_s:.2} | {round_s:.2} | {second} of {held} (first round {first}){note} |",
             before as f64 / 1024.0,
             after as f64 / 1024.0,
-            second,
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn connections_spread_over_loopback_sources_in_blocks() {
+        assert_eq!(source(0).unwrap(), Ipv4Addr::new(127, 0, 0, 1));
+        assert_eq!(source(PER_SOURCE - 1).unwrap(), Ipv4Addr::new(127, 0, 0, 1));
+        assert_eq!(source(PER_SOURCE).unwrap(), Ipv4Addr::new(127, 0, 0, 2));
+        assert_eq!(source(99_999).unwrap(), Ipv4Addr::new(127, 0, 0, 4));
+        assert!(source(254 * PER_SOURCE).is_err());
+    }
+
+    #[test]
+    fn a_connection_comes_from_its_source_address() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let from = Ipv4Addr::new(127, 0, 0, 3);
+        let _client = connect(from, listener.local_addr().unwrap()).unwrap();
+        let (_, peer) = listener.accept().unwrap();
+        assert_eq!(peer.ip(), from);
+    }
+
+    #[test]
+    fn a_limit_already_met_is_left_alone() {
+        assert!(ensure_fd_limit(16).is_ok());
+    }
 }

@@ -280,16 +280,22 @@ fn main() {
         return;
     }
     if let Some(n) = args.idle_conns {
-        common::cli::raise_fd_limit();
         println!(
             "{}",
-            idle::run(&plan.bin_dir, &variants, n, &plan.server_cpus, &args.db)
+            idle::run(
+                &plan.bin_dir,
+                &variants,
+                &peers,
+                n,
+                &plan.server_cpus,
+                &args.db
+            )
         );
         return;
     }
 
-    // The matrix, one cell per combination.
-    let mut jobs: Vec<(Target, &str, Workload, bool, u32)> = Vec::new();
+    // The matrix, one cell per combination: (target, stack, workload, keep-alive, c, workers).
+    let mut jobs: Vec<(Target, &str, Workload, bool, u32, usize)> = Vec::new();
     let targets: Vec<Target> = match &args.url {
         Some(url) => vec![Target::Url(url.clone())],
         None => variants
@@ -300,16 +306,21 @@ fn main() {
             .collect(),
     };
     // --fidelity measures its own cells: the signatures, at the first concurrency given.
-    let fidelity_cells: Vec<(Workload, bool)> = fidelity::CELLS
-        .iter()
-        .map(|&(w, ka)| {
-            let workload = *WORKLOADS.iter().find(|x| x.name == w).expect("a workload");
-            (workload, ka)
-        })
-        .collect();
+    let signatures = fidelity::cells(plan.workers, plan.server_cpus.len());
     for target in targets.iter().filter(|_| args.fidelity) {
-        for &(workload, ka) in &fidelity_cells {
-            jobs.push((target.clone(), stacks[0], workload, ka, args.concurrency[0]));
+        for s in &signatures {
+            let workload = *WORKLOADS
+                .iter()
+                .find(|x| x.name == s.workload)
+                .expect("a workload");
+            jobs.push((
+                target.clone(),
+                stacks[0],
+                workload,
+                s.keep_alive,
+                args.concurrency[0],
+                s.workers,
+            ));
         }
     }
     for target in targets.iter().filter(|_| !args.fidelity) {
@@ -322,7 +333,7 @@ fn main() {
             for workload in &workloads {
                 for &ka in &keepalive {
                     for &c in &args.concurrency {
-                        jobs.push((target.clone(), stack, *workload, ka, c));
+                        jobs.push((target.clone(), stack, *workload, ka, c, plan.workers));
                     }
                 }
             }
@@ -334,14 +345,14 @@ fn main() {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut cells = Vec::new();
-    for (target, stack, workload, ka, c) in jobs {
+    for (target, stack, workload, ka, c, workers) in jobs {
         let name = target.name().to_string();
         bar.set_message(format!(
-            "{name} {stack} {} ka={} c={c}",
+            "{name} {stack} {} ka={} c={c} workers={workers}",
             workload.name,
             if ka { "on" } else { "off" }
         ));
-        let cell = matrix::run_cell(&plan, &target, stack, &workload, ka, c);
+        let cell = matrix::run_cell(&plan, &target, workers, stack, &workload, ka, c);
         if let Some(why) = cell.failure.as_ref().filter(|w| !w.starts_with("n/a")) {
             bar.println(format!("{name} {}: FAILED: {why}", workload.name));
         }
@@ -358,6 +369,7 @@ fn main() {
                 &cells,
                 &fidelity::pairs(&peers),
                 plan.workers,
+                plan.server_cpus.len(),
                 args.concurrency[0]
             )
         );

@@ -6,10 +6,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use std::net::SocketAddr;
-
-use variants::launch::{self, Launch, Server};
-use variants::peers::{self, Peer};
+use variants::launch;
+use variants::peers::Peer;
 use variants::{Variant, Workload};
 
 use crate::client::{self, Amount, Client, Load};
@@ -57,25 +55,12 @@ impl Target {
     }
 }
 
-/// Starts a peer on a free port with the plan's workers, pinned like a model.
-fn start_peer(plan: &Plan, peer: &Peer) -> Result<Server, String> {
-    let port = launch::free_port().map_err(|e| format!("no free port: {e}"))?;
-    let peers_dir = std::fs::canonicalize(peers::DIR)
-        .unwrap_or_else(|_| PathBuf::from(peers::DIR))
-        .display()
-        .to_string();
-    let db = std::fs::canonicalize(&plan.db).unwrap_or_else(|_| plan.db.clone());
-    let command = peer.command_line(port, plan.workers, &db.display().to_string(), &peers_dir);
-    Launch::shell(&command)
-        .pin(&plan.server_cpus)
-        .start_at(SocketAddr::from(([127, 0, 0, 1], port)))
-        .map_err(|e| format!("{} did not start: {e}", peer.name))
-}
-
-/// Runs one cell: start, validate, warm up, measure `reps` times, stop.
+/// Runs one cell: start with `workers` workers (the plan's, or a signature's own),
+/// validate, warm up, measure `reps` times, stop.
 pub fn run_cell(
     plan: &Plan,
     target: &Target,
+    workers: usize,
     stack: &str,
     workload: &Workload,
     keep_alive: bool,
@@ -93,7 +78,7 @@ pub fn run_cell(
             Target::Url(_) => String::new(),
         },
         stack: stack.to_string(),
-        workers: plan.workers,
+        workers,
         server_cpus: plan.server_cpus.clone(),
         client_cpus: plan.client_cpus.clone(),
         workload: workload.name.to_string(),
@@ -105,13 +90,14 @@ pub fn run_cell(
         failure: None,
         peak_rss_kib: None,
         worker_requests: Vec::new(),
+        worker_cpu_secs: Vec::new(),
         notes: Vec::new(),
     };
     if let Some(v) = variant {
-        if v.one_conn_per_worker && keep_alive && (plan.workers as u32) < connections {
+        if v.one_conn_per_worker && keep_alive && (workers as u32) < connections {
             cell.notes.push(format!(
                 "one connection per worker: only {} of {connections} keep-alive connections are served at a time, the rest wait in the accept queue",
-                plan.workers
+                workers
             ));
         }
     }
@@ -125,11 +111,16 @@ pub fn run_cell(
     // the headers it lacks are reported.
     let strict = variant.is_some();
     let started = match target {
-        Target::Peer(peer) => Some(start_peer(plan, peer)),
+        Target::Peer(peer) => Some(server::start_peer(
+            peer,
+            workers,
+            &plan.server_cpus,
+            &plan.db,
+        )),
         Target::Model(v) => Some(server::start(
             &plan.bin_dir,
             v,
-            plan.workers,
+            workers,
             &plan.server_cpus,
             &[
                 "--stack".into(),
@@ -176,6 +167,7 @@ pub fn run_cell(
     if let Some(w) = plan.warmup {
         let _ = measure(plan, &load(Amount::Duration(w)), None);
     }
+    let threads_before = pids.as_deref().map(procfs::thread_cpu);
     for _ in 0..plan.reps {
         match measure(plan, &load(plan.amount), pids.as_deref()) {
             Ok(run) => cell.runs.push(run),
@@ -193,6 +185,9 @@ pub fn run_cell(
     }
     if let Some(s) = server {
         let pids = procfs::tree(s.pid());
+        if let Some(before) = &threads_before {
+            cell.worker_cpu_secs = procfs::busiest(before, &procfs::thread_cpu(&pids), workers);
+        }
         cell.peak_rss_kib = Some(procfs::peak_rss_kib(&pids));
         cell.worker_requests = s
             .stop(server::STOP_GRACE)

@@ -111,6 +111,53 @@ pub fn usage(pids: &[i32]) -> Usage {
     total
 }
 
+/// CPU time (utime + stime, seconds) of every thread of the processes, by thread id: what
+/// each worker did, read the same way for a model and for a third-party server that keeps
+/// no counts of its own.
+pub fn thread_cpu(pids: &[i32]) -> Vec<(i32, f64)> {
+    let ticks = clock_ticks();
+    let mut out = Vec::new();
+    for &pid in pids {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Some(tid) = task
+                .file_name()
+                .to_str()
+                .and_then(|t| t.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(text) = fs::read_to_string(task.path().join("stat")) else {
+                continue;
+            };
+            let Some(after) = text.rfind(')').and_then(|i| text.get(i + 2..)) else {
+                continue;
+            };
+            let f: Vec<&str> = after.split_whitespace().collect();
+            let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            out.push((tid, (field(11) + field(12)) / ticks));
+        }
+    }
+    out
+}
+
+/// The CPU each of the `n` busiest threads spent between two [`thread_cpu`] readings,
+/// busiest first (a thread born in between counts from zero).
+pub fn busiest(before: &[(i32, f64)], after: &[(i32, f64)], n: usize) -> Vec<f64> {
+    let mut spent: Vec<f64> = after
+        .iter()
+        .map(|&(tid, secs)| {
+            let was = before.iter().find(|(t, _)| *t == tid).map_or(0.0, |b| b.1);
+            (secs - was).max(0.0)
+        })
+        .collect();
+    spent.sort_by(|a, b| b.total_cmp(a));
+    spent.truncate(n);
+    spent
+}
+
 /// Peak resident memory (VmHWM) summed over the processes, in KiB.
 pub fn peak_rss_kib(pids: &[i32]) -> u64 {
     pids.iter()
@@ -136,4 +183,24 @@ pub fn machine() -> serde_json::Value {
         "cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_busiest_threads_count_what_they_spent_in_between() {
+        let before = [(1, 1.0), (2, 5.0), (3, 0.5)];
+        let after = [(1, 4.0), (2, 5.5), (3, 0.5), (4, 1.0)];
+        assert_eq!(busiest(&before, &after, 2), vec![3.0, 1.0]);
+        assert_eq!(busiest(&before, &after, 9).len(), 4);
+    }
+
+    #[test]
+    fn this_process_threads_are_read() {
+        let me = std::process::id() as i32;
+        let threads = thread_cpu(&[me]);
+        assert!(threads.iter().any(|(tid, _)| *tid == me));
+    }
 }

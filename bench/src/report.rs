@@ -83,6 +83,10 @@ pub struct Cell {
     pub peak_rss_kib: Option<u64>,
     /// Requests per worker from the server's `--stats` (warm-up included).
     pub worker_requests: Vec<u64>,
+    /// CPU seconds of the server's `workers` busiest threads over the measured
+    /// repetitions, busiest first, from /proc: how evenly the work spread, read alike for
+    /// a model and for a peer that keeps no counts.
+    pub worker_cpu_secs: Vec<f64>,
     pub notes: Vec<String>,
 }
 
@@ -110,6 +114,17 @@ impl Cell {
         let max = *self.worker_requests.iter().max()? as f64;
         let mean =
             self.worker_requests.iter().sum::<u64>() as f64 / self.worker_requests.len() as f64;
+        (mean > 0.0).then(|| max / mean)
+    }
+
+    /// Busiest worker thread's CPU ÷ the mean of the `workers` busiest: 1.0 is an even
+    /// spread, `workers` is one worker doing everything.
+    pub fn cpu_imbalance(&self) -> Option<f64> {
+        if self.worker_cpu_secs.len() < 2 {
+            return None;
+        }
+        let max = self.worker_cpu_secs.iter().copied().fold(0.0, f64::max);
+        let mean = self.worker_cpu_secs.iter().sum::<f64>() / self.worker_cpu_secs.len() as f64;
         (mean > 0.0).then(|| max / mean)
     }
 
@@ -495,6 +510,7 @@ mod tests {
             failure: run.is_none().then(|| "did not start".into()),
             peak_rss_kib: None,
             worker_requests: Vec::new(),
+            worker_cpu_secs: Vec::new(),
             notes: Vec::new(),
         }
     }

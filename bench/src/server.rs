@@ -3,10 +3,11 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use variants::launch::{Launch, Server};
+use variants::launch::{self, Launch, Server};
+use variants::peers::{self, Peer};
 use variants::{Variant, Workload};
 
 /// How long a stopping server may take before its group is killed (the servers' own grace
@@ -36,6 +37,27 @@ pub fn start(
         .pin(cpus)
         .start()
         .map_err(|e| format!("did not start: {e}"))
+}
+
+/// Starts a peer on a free port with `workers` workers (its `/db` on `db`), pinned to
+/// `cpus` like a model.
+pub fn start_peer(
+    peer: &Peer,
+    workers: usize,
+    cpus: &[usize],
+    db: &Path,
+) -> Result<Server, String> {
+    let port = launch::free_port().map_err(|e| format!("no free port: {e}"))?;
+    let peers_dir = std::fs::canonicalize(peers::DIR)
+        .unwrap_or_else(|_| PathBuf::from(peers::DIR))
+        .display()
+        .to_string();
+    let db = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
+    let command = peer.command_line(port, workers, &db.display().to_string(), &peers_dir);
+    Launch::shell(&command)
+        .pin(cpus)
+        .start_at(SocketAddr::from(([127, 0, 0, 1], port)))
+        .map_err(|e| format!("{} did not start: {e}", peer.name))
 }
 
 /// Checks the server's answer before measuring it: status 200 and the exact body, and —

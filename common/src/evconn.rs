@@ -181,7 +181,10 @@ impl<S: Read + Write + AsFd, M: Mode> EvConn<S, M> {
                             // (unless the peer closed: then read on, to its EOF).
                             self.readable = n == room || self.peer_closed;
                         }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            self.readable = false;
+                            self.conn.unread();
+                        }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(_) => return Next::Close,
                     }

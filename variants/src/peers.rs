@@ -10,6 +10,11 @@
 /// Where the built-in peers' programs are: `peers/` of this checkout.
 pub const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../peers");
 
+/// The environment variable `peers/run` sizes a peer's connection table from (nginx's
+/// `worker_connections`; default 10240), as `--max-conns` sizes a model's: `bench
+/// --idle-conns` sets it above the connections it opens.
+pub const CONNS_ENV: &str = "ARCHZOO_PEER_CONNS";
+
 /// Why the built-in peer `name` cannot start here (`peers/run --check`), if it cannot.
 pub fn missing(name: &str) -> Option<String> {
     let run = format!("{DIR}/run");

@@ -7,8 +7,10 @@
 //! - [`head`] parses and checks a request head; [`chunked`] decodes a chunked body; this
 //!   file is the connection state machine that strings them together with the buffers.
 //!
-//! `Conn` is *sans-I/O*: it owns an input buffer the runtime reads into and an output buffer
-//! the runtime writes from, and a state machine in between. The runtime's loop is always the
+//! `Conn` is *sans-I/O*: it holds an input buffer the runtime reads into and an output buffer
+//! the runtime writes from, and a state machine in between. It holds them only while it has
+//! something in hand: an idle keep-alive connection gives both back to a per-thread pool
+//! ([`buffers`]), as nginx does, so it costs its state and nothing more. The runtime's loop is always the
 //! same three steps, whatever the architecture:
 //!
 //! ```text
@@ -40,6 +42,7 @@
 //!   [`MAX_HEAD`] or over [`MAX_HEADERS`] fields; 501 method other than GET/HEAD/POST;
 //!   505 HTTP version other than 1.0/1.1. Nothing here panics on any input.
 
+mod buffers;
 mod chunked;
 mod head;
 
@@ -62,9 +65,6 @@ pub const MAX_HEADERS: usize = 64;
 /// Largest request body accepted (read and discarded): 1 MiB.
 pub const MAX_BODY: u64 = 1024 * 1024;
 
-/// The input buffer starts small — idle keep-alive connections are the common case and
-/// their memory is one of the things archzoo measures — and grows only for large heads.
-const INITIAL_BUF: usize = 4 * 1024;
 /// A read is always offered at least this much room, so one read can take a whole
 /// pipelined batch of small requests.
 const MIN_READ: usize = 2 * 1024;
@@ -391,7 +391,7 @@ impl<M: Mode> Conn<M> {
         stats::connection();
         let mode = M::from_config(config);
         Conn {
-            buf: vec![0; INITIAL_BUF],
+            buf: Vec::new(),
             start: 0,
             end: 0,
             out: Vec::new(),
@@ -420,11 +420,17 @@ impl<M: Mode> Conn<M> {
         self.timeouts
     }
 
-    /// Free space to read into; never empty while the connection may still read.
+    /// Free space to read into; never empty while the connection may still read. An idle
+    /// connection borrows its buffer here, so ask for it when bytes are ready (after the
+    /// readiness wait, not across it); if the read then finds nothing, call
+    /// [`Conn::unread`] to give the buffer back.
     pub fn read_buf(&mut self) -> &mut [u8] {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
+        }
+        if self.buf.is_empty() {
+            self.buf = buffers::take_input();
         }
         if self.buf.len() - self.end < MIN_READ {
             if self.start > 0 {
@@ -438,6 +444,31 @@ impl<M: Mode> Conn<M> {
             }
         }
         &mut self.buf[self.end..]
+    }
+
+    /// The read offered [`Conn::read_buf`] found nothing to read after all (a spurious
+    /// wake-up, `WouldBlock`): an idle connection gives its buffer back.
+    pub fn unread(&mut self) {
+        self.settle();
+    }
+
+    /// Returns the buffers to the pool if the connection is idle: nothing buffered, nothing
+    /// to write, nothing owed. The next request borrows them again.
+    fn settle(&mut self) {
+        if self.is_idle() {
+            self.start = 0;
+            self.end = 0;
+            buffers::give_input(&mut self.buf);
+            buffers::give_output(&mut self.out);
+        }
+    }
+
+    /// The output buffer, borrowed from the pool if the connection holds none.
+    fn out_buf(&mut self) -> &mut Vec<u8> {
+        if self.out.capacity() == 0 {
+            self.out = buffers::take_output();
+        }
+        &mut self.out
     }
 
     /// Records that `n` bytes were read into the start of [`Conn::read_buf`].
@@ -529,6 +560,7 @@ impl<M: Mode> Conn<M> {
         if self.out_pos == self.out.len() {
             self.out.clear();
             self.out_pos = 0;
+            self.settle();
         }
     }
 
@@ -552,10 +584,21 @@ impl<M: Mode> Conn<M> {
 
     /// Handles everything the buffer holds and says what the runtime must do next.
     pub fn process(&mut self) -> M::Next {
+        let next = self.run();
+        // Nothing left to write or parse (a lone empty line, a request whose answer is
+        // owed elsewhere and came back empty): the buffers go back now, not at a write.
+        if self.output().is_empty() {
+            self.settle();
+        }
+        next
+    }
+
+    /// [`Conn::process`] up to the point where the runtime must act.
+    fn run(&mut self) -> M::Next {
         // Forwarded requests whose responses came back, in request order.
         let mut wrote = false;
         while let Some((framing, head, response)) = self.mode.next_ready() {
-            response::write(&mut self.out, &response, framing, head);
+            response::write(self.out_buf(), &response, framing, head);
             wrote = true;
         }
         if wrote {
@@ -660,12 +703,8 @@ impl<M: Mode> Conn<M> {
     /// Writes a handler's response and moves on to the next request, or to closing.
     fn respond(&mut self, resp: &Response) {
         let framing = self.framing();
-        response::write(
-            &mut self.out,
-            resp,
-            framing,
-            self.req.method == Method::Head,
-        );
+        let head = self.req.method == Method::Head;
+        response::write(self.out_buf(), resp, framing, head);
         self.state = if self.keep_alive {
             State::Head
         } else {
@@ -682,7 +721,7 @@ impl<M: Mode> Conn<M> {
             .mode
             .in_turn(Framing::Close, Response::text(status, body))
         {
-            response::write(&mut self.out, &resp, Framing::Close, false);
+            response::write(self.out_buf(), &resp, Framing::Close, false);
         }
         self.state = State::Closed;
         self.rejected = true;
@@ -716,7 +755,7 @@ impl<M: Mode> Conn<M> {
         // A client that sent `Expect: 100-continue` waits for this before sending the body
         // (curl does for bodies over 1 KiB); one that already sent it loses nothing.
         if head.expect_continue && self.start == self.end && self.mode.hold(0).is_none() {
-            self.out.extend_from_slice(CONTINUE);
+            self.out_buf().extend_from_slice(CONTINUE);
         }
         Ok(Some(match head.body {
             BodyFraming::Chunked => State::Chunked(Chunked::default()),
@@ -780,6 +819,76 @@ mod tests {
         assert_eq!(p, Progress::Read);
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(out.ends_with("\r\n\r\nhello, world!"));
+    }
+
+    /// True if the connection holds no buffer of its own.
+    fn holds_nothing<M: Mode>(c: &Conn<M>) -> bool {
+        c.buf.capacity() == 0 && c.out.capacity() == 0
+    }
+
+    #[test]
+    fn an_idle_connection_holds_no_buffer() {
+        let mut c = Conn::new(&config());
+        assert!(holds_nothing(&c), "a new connection borrows nothing yet");
+        c.feed(GET);
+        assert_eq!(c.process(), Progress::Read);
+        assert!(!c.output().is_empty() && !holds_nothing(&c));
+        let n = c.output().len();
+        c.written(n);
+        assert!(
+            holds_nothing(&c),
+            "answered and written: both buffers go back"
+        );
+
+        // Half a request keeps its bytes until the rest arrives.
+        c.feed(&GET[..10]);
+        assert_eq!(c.process(), Progress::Read);
+        assert!(c.buf.capacity() > 0 && c.mid_request());
+        c.feed(&GET[10..]);
+        assert_eq!(c.process(), Progress::Read);
+        let n = c.output().len();
+        c.written(n);
+        assert!(holds_nothing(&c));
+
+        // A read that found nothing gives the buffer back; a lone empty line too.
+        let _ = c.read_buf();
+        c.unread();
+        assert!(holds_nothing(&c));
+        c.feed(b"\r\n");
+        assert_eq!(c.process(), Progress::Read);
+        assert!(holds_nothing(&c));
+    }
+
+    #[test]
+    fn output_written_in_parts_is_kept_until_the_last_byte() {
+        let mut c = Conn::new(&config());
+        c.feed(GET);
+        c.process();
+        let n = c.output().len();
+        c.written(n - 1);
+        assert_eq!(c.output(), b"!");
+        c.written(1);
+        assert!(holds_nothing(&c));
+    }
+
+    #[test]
+    fn a_forwarding_connection_keeps_its_buffers_while_answers_are_owed() {
+        let mut c = Conn::forwarding(&config());
+        c.feed(GET);
+        assert_eq!(c.process(), Step::Forward);
+        assert_eq!(c.process(), Step::Read);
+        assert_eq!(c.in_flight(), 1);
+        assert!(
+            !c.is_idle(),
+            "an answer is owed: not idle, whatever it holds"
+        );
+        let seq = c.forwarded_seq();
+        assert!(c.deliver(seq, Response::text(200, "ok")));
+        assert_eq!(c.process(), Step::Read);
+        let n = c.output().len();
+        assert!(n > 0);
+        c.written(n);
+        assert!(holds_nothing(&c));
     }
 
     #[test]

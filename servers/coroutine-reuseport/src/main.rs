@@ -205,19 +205,15 @@ fn serve(mut t: Tracked<TcpStream>, config: &ConnConfig) {
                 // Drained and between requests: park on readiness, no EAGAIN read. Mid-
                 // request, read at once instead: the client's FIN may have come with its
                 // last bytes, and no further readiness event would announce it.
-                if drained && !conn.mid_request() {
-                    t.stream.wait_io();
-                }
-                let buf = conn.read_buf();
-                let room = buf.len();
-                let read = t.stream.read(buf);
+                let wait_first = drained && !conn.mid_request();
+                let read = read_when_ready(&t.stream, &mut conn, wait_first);
                 t.entry.unpark();
                 match read {
-                    Ok(0) | Err(_) if conn.expired(Instant::now()) => {
+                    Ok((0, _)) | Err(_) if conn.expired(Instant::now()) => {
                         conn.expire(); // a 408 if a request was under way, then close
                     }
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
+                    Ok((0, _)) | Err(_) => return,
+                    Ok((n, room)) => {
                         conn.filled(n);
                         drained = n < room;
                     }
@@ -240,6 +236,36 @@ fn serve(mut t: Tracked<TcpStream>, config: &ConnConfig) {
                 }
                 return;
             }
+        }
+    }
+}
+
+/// Reads what the socket holds into a buffer the connection borrows only once bytes are
+/// there (see `codec::buffers`): `may`'s own `read` would park the coroutine holding the
+/// buffer, so an idle connection would keep 4 KiB besides its stack. The socket is
+/// non-blocking underneath, so a plain read never blocks; on EAGAIN the buffer goes back
+/// and the coroutine parks on readiness. No wake-up is lost: every readiness event sets the
+/// flag `wait_io` checks, so one that comes between the read and the park ends the park at
+/// once (a stale flag costs one more EAGAIN read, never a hang). Returns the bytes read and
+/// the room offered (a short read means the socket is drained).
+fn read_when_ready(
+    stream: &TcpStream,
+    conn: &mut Conn,
+    wait_first: bool,
+) -> io::Result<(usize, usize)> {
+    if wait_first {
+        stream.wait_io();
+    }
+    loop {
+        let buf = conn.read_buf();
+        let room = buf.len();
+        match stream.inner().read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                conn.unread();
+                stream.wait_io();
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            read => return read.map(|n| (n, room)),
         }
     }
 }

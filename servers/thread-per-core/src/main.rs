@@ -293,6 +293,8 @@ async fn serve(mut t: Tracked<TcpStream>, config: &'static ConnConfig) {
                 if !t.entry.wait(conn.is_idle(), conn.read_deadline()) {
                     return;
                 }
+                // Wait without a buffer; borrow one only when bytes are there to copy.
+                rx.ready(&mut t.stream).await;
                 let read = rx.read(&mut t.stream, conn.read_buf()).await;
                 t.entry.unpark();
                 match read {

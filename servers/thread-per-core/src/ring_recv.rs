@@ -375,19 +375,33 @@ impl RingRecv {
         }
     }
 
-    /// Reads into `buf` like `AsyncRead::read` (0 = end of stream).
-    pub async fn read(&mut self, stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
-        poll_fn(|cx| self.poll_read(cx, stream, buf)).await
+    /// Waits until a read would complete at once — bytes, the end of the stream or an
+    /// error are queued — without holding a buffer meanwhile, so an idle connection's task
+    /// holds none (its bytes wait in the shard's ring until it reads them). Reading through
+    /// glommio's path instead (old kernel, starved pool) there is no such wait: it returns
+    /// at once and the read waits.
+    pub async fn ready(&mut self, stream: &mut TcpStream) {
+        let _ = poll_fn(|cx| self.poll(cx, stream, None)).await;
     }
 
-    fn poll_read(
+    /// Reads into `buf` like `AsyncRead::read` (0 = end of stream).
+    pub async fn read(&mut self, stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        poll_fn(|cx| self.poll(cx, stream, Some(&mut *buf))).await
+    }
+
+    /// A read into `buf`, or with no buffer the wait for one to be possible at once
+    /// (`Ok(0)` then means only "ready").
+    fn poll(
         &mut self,
         cx: &mut Context<'_>,
         stream: &mut TcpStream,
-        buf: &mut [u8],
+        mut buf: Option<&mut [u8]>,
     ) -> Poll<io::Result<usize>> {
         let Some(key) = self.key else {
-            return Pin::new(stream).poll_read(cx, buf);
+            return match buf {
+                Some(buf) => Pin::new(stream).poll_read(cx, buf),
+                None => Poll::Ready(Ok(0)),
+            };
         };
         enum Next {
             Done(io::Result<usize>),
@@ -401,6 +415,23 @@ impl RingRecv {
             let pool = shard.pool;
             let unsupported = shard.unsupported;
             let slot = &mut shard.slots[key];
+            let ready = !slot.queue.is_empty() || slot.error.is_some() || slot.eof;
+            let Some(buf) = buf.as_deref_mut().filter(|_| ready) else {
+                if ready {
+                    return Next::Done(Ok(0));
+                }
+                if slot.armed {
+                    slot.waker = Some(cx.waker().clone());
+                    return Next::Wait;
+                }
+                if unsupported || (slot.starved && pool.lent.get() < LOW_WATER) {
+                    return Next::Glommio;
+                }
+                slot.starved = false;
+                slot.armed = true;
+                slot.waker = Some(cx.waker().clone());
+                return Next::Arm;
+            };
             if let Some(&(bid, len)) = slot.queue.front() {
                 let data = &pool.bytes(bid, len as usize)[slot.offset..];
                 let n = data.len().min(buf.len());
@@ -416,25 +447,16 @@ impl RingRecv {
             if let Some(e) = slot.error.take() {
                 return Next::Done(Err(io::Error::from_raw_os_error(e)));
             }
-            if slot.eof {
-                return Next::Done(Ok(0));
-            }
-            if slot.armed {
-                slot.waker = Some(cx.waker().clone());
-                return Next::Wait;
-            }
-            if unsupported || (slot.starved && pool.lent.get() < LOW_WATER) {
-                return Next::Glommio;
-            }
-            slot.starved = false;
-            slot.armed = true;
-            slot.waker = Some(cx.waker().clone());
-            Next::Arm
+            Next::Done(Ok(0)) // end of stream
         });
+        let glommio = |cx: &mut Context<'_>, stream: &mut TcpStream| match buf {
+            Some(buf) => Pin::new(stream).poll_read(cx, buf),
+            None => Poll::Ready(Ok(0)),
+        };
         match next {
             Next::Done(r) => Poll::Ready(r),
             Next::Wait => Poll::Pending,
-            Next::Glommio => Pin::new(stream).poll_read(cx, buf),
+            Next::Glommio => glommio(cx, stream),
             Next::Arm => {
                 let sqe = RawSqe {
                     opcode: IORING_OP_RECV,
@@ -453,7 +475,7 @@ impl RingRecv {
                     Err(_) => {
                         // The ring takes no submission now: read through glommio this time.
                         self.disarm(key);
-                        Pin::new(stream).poll_read(cx, buf)
+                        glommio(cx, stream)
                     }
                 }
             }

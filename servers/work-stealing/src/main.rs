@@ -44,6 +44,7 @@ mod hyper_codec;
 use std::io;
 use std::net::TcpListener as StdListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
@@ -271,11 +272,11 @@ async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, confi
                     // Between requests a stop closes the connection; mid-request it waits.
                     tokio::select! {
                         biased;
-                        read = t.stream.read(conn.read_buf()) => read,
+                        read = read_when_ready(&t.stream, &mut conn) => read,
                         _ = stop.changed() => return,
                     }
                 } else {
-                    t.stream.read(conn.read_buf()).await
+                    read_when_ready(&t.stream, &mut conn).await
                 };
                 t.entry.unpark();
                 match read {
@@ -287,18 +288,37 @@ async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, confi
                 }
             }
             Progress::Wait(wait) => {
-                tokio::time::sleep(wait).await;
+                // Boxed, as the drain below: a timer inline would be part of every
+                // connection's future, idle ones included, for the few that wait.
+                Box::pin(tokio::time::sleep(wait)).await;
             }
             Progress::Close => {
                 // Dropping the stream closes it (FIN); a lingering close half-closes first.
                 if conn.should_linger() {
                     let _ = t.stream.shutdown().await;
-                    drain(&mut t.stream).await;
+                    Box::pin(drain(&mut t.stream)).await;
                 }
                 return;
             }
         }
     }
+}
+
+/// Waits for bytes without holding a buffer, then reads them into one the connection
+/// borrows only now: an idle connection's task is its state machine and the socket, not a
+/// 4 KiB buffer parked across the wait (see `codec::buffers`). Polled by hand rather than
+/// through `readable()`, whose waiter would add 150 bytes to every connection's future.
+async fn read_when_ready(stream: &TcpStream, conn: &mut Conn) -> io::Result<usize> {
+    std::future::poll_fn(|cx| loop {
+        if let Err(e) = std::task::ready!(stream.poll_read_ready(cx)) {
+            return Poll::Ready(Err(e));
+        }
+        match stream.try_read(conn.read_buf()) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => conn.unread(),
+            read => return Poll::Ready(read),
+        }
+    })
+    .await
 }
 
 /// Lingering close (see `common::linger`), within `linger::Drain`'s bounds.

@@ -1,0 +1,115 @@
+//! Buffers lent to a connection only while it has a request in hand.
+//!
+//! Most connections of a real server sit idle between requests (browsers, mobile clients,
+//! long polls), and what an idle connection holds is what a server pays per connection at
+//! scale. nginx keeps no request buffer for an idle keep-alive connection: it takes one when
+//! bytes arrive and gives it back when the request is answered. The codec does the same:
+//! a [`super::Conn`] borrows its input and output buffers from a small per-thread pool when
+//! it needs them and returns them as soon as it is idle again (nothing buffered, nothing
+//! owed), so an idle connection is its state machine and nothing else.
+//!
+//! The pool keeps the lending cheap on the hot path — a keep-alive request takes and
+//! returns two buffers, a pop and a push on a thread-local list, no allocation, no zeroing —
+//! and bounded: it keeps at most [`KEEP`] buffers of each kind per thread, which is as many
+//! as were ever in use at once on that thread in a burst, and frees the rest. A buffer that
+//! grew for a large head or response goes back to the allocator, so the pool only ever
+//! holds standard sizes. Threads that hand connections to each other (tokio's work
+//! stealing) return a buffer to whichever thread the connection ends on; the bound keeps
+//! that from piling up.
+
+use std::cell::RefCell;
+
+/// Size of an input buffer when lent, and of the output buffers the pool keeps.
+pub(super) const SIZE: usize = 4 * 1024;
+
+/// Most buffers of each kind one thread keeps for reuse.
+const KEEP: usize = 64;
+
+struct Pool {
+    /// Input buffers: `SIZE` bytes long, initialised, contents meaningless.
+    input: Vec<Vec<u8>>,
+    /// Output buffers: empty, `SIZE` bytes of capacity.
+    output: Vec<Vec<u8>>,
+}
+
+thread_local! {
+    static POOL: RefCell<Pool> = const {
+        RefCell::new(Pool { input: Vec::new(), output: Vec::new() })
+    };
+}
+
+/// An input buffer of [`SIZE`] bytes to read into.
+pub(super) fn take_input() -> Vec<u8> {
+    POOL.with_borrow_mut(|p| p.input.pop())
+        .unwrap_or_else(|| vec![0; SIZE])
+}
+
+/// An empty output buffer with room for a typical response.
+pub(super) fn take_output() -> Vec<u8> {
+    POOL.with_borrow_mut(|p| p.output.pop())
+        .unwrap_or_else(|| Vec::with_capacity(SIZE))
+}
+
+/// Takes back `buf` (leaving an unallocated vector in its place) if it is a standard input
+/// buffer and the pool has room; frees it otherwise.
+pub(super) fn give_input(buf: &mut Vec<u8>) {
+    let buf = std::mem::take(buf);
+    if buf.len() == SIZE {
+        // try_with: a connection dropped while its thread exits just frees its buffer.
+        let _ = POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.input.len() < KEEP {
+                p.input.push(buf);
+            }
+        });
+    }
+}
+
+/// Takes back `buf` emptied, as [`give_input`] does for input.
+pub(super) fn give_output(buf: &mut Vec<u8>) {
+    let mut buf = std::mem::take(buf);
+    if buf.capacity() == SIZE {
+        buf.clear();
+        let _ = POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.output.len() < KEEP {
+                p.output.push(buf);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_returned_buffer_is_lent_again_and_grown_ones_are_freed() {
+        let mut a = take_input();
+        assert_eq!(a.len(), SIZE);
+        let ptr = a.as_ptr();
+        give_input(&mut a);
+        assert_eq!(a.capacity(), 0, "the connection keeps nothing");
+        let again = take_input();
+        assert_eq!(again.as_ptr(), ptr, "the same buffer comes back");
+
+        let mut grown = vec![0u8; 2 * SIZE];
+        give_input(&mut grown);
+        assert_ne!(take_input().len(), 2 * SIZE);
+
+        let mut out = take_output();
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        give_output(&mut out);
+        let again = take_output();
+        assert!(again.is_empty() && again.capacity() == SIZE);
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_its_bound() {
+        let mut bufs: Vec<Vec<u8>> = (0..KEEP + 10).map(|_| take_input()).collect();
+        for b in &mut bufs {
+            give_input(b);
+        }
+        assert_eq!(POOL.with_borrow(|p| p.input.len()), KEEP);
+    }
+}
