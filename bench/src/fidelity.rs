@@ -11,8 +11,9 @@
 //!     the kernel's wake-ups fall (epoll wakes every waiter and the first one to run takes
 //!     what is queued; blocking `accept` wakes one in turn), one socket per worker
 //!     (SO_REUSEPORT) spreads it by a hash of the connection, a dispatcher (Node's cluster
-//!     master, a reactor) by its own rule. Read from /proc as each worker thread's CPU, so a
-//!     peer needs no counters of its own;
+//!     master, a reactor) by its own rule. A model counts each worker's requests
+//!     (`--stats`); a peer keeps no counts, so its workers' CPU time is read from /proc
+//!     (`variants::peers::Workers` says which of its processes are workers);
 //!   - **scaling**: `/sum` (CPU-bound) req/s with one worker per server CPU ÷ with one
 //!     worker: every architecture here predicts ≈ the number of CPUs (none shares one
 //!     interpreter lock across workers); measurable only with ≥ 2 server CPUs, and
@@ -25,7 +26,7 @@
 
 use std::fmt::Write as _;
 
-use variants::peers::{self, Peer};
+use variants::peers::{self, Peer, Workers};
 use variants::VARIANTS;
 
 use crate::report::Cell;
@@ -207,9 +208,12 @@ pub fn table(
         );
         let balance = shown(
             both(model, peer, &|n| {
-                find(cells, n, sig("plaintext", false, BALANCE_WORKERS))?
-                    .cpu_imbalance()
-                    .ok_or_else(|| "failed: no per-thread CPU".to_string())
+                let cell = find(cells, n, sig("plaintext", false, BALANCE_WORKERS))?;
+                if let Ok(Workers::Unseen(why)) = Peer::builtin(n).map(|p| p.workers_are) {
+                    return Err(format!("n/a ({why})"));
+                }
+                cell.worker_balance()
+                    .ok_or_else(|| "failed: no per-worker figures".to_string())
             })
             .map(|(m, p)| {
                 let (sm, sp) = (skew(m, BALANCE_WORKERS), skew(p, BALANCE_WORKERS));
@@ -253,9 +257,19 @@ pub fn table(
             cost.1
         );
     }
+    let mut unseen: Vec<String> = Vec::new();
+    for (_, peer) in pairs {
+        if let Ok(Workers::Unseen(why)) = Peer::builtin(peer).map(|p| p.workers_are) {
+            let line = format!("balance n/a for {peer}: {why}. ");
+            if !unseen.contains(&line) {
+                unseen.push(line);
+            }
+        }
+    }
     let _ = write!(
         out,
-        "\nagree: the original's figure is within ±{tol:.0} % of the model's (balance: skews within {skew:.2}). predicted: workers ÷ 20 ms for blocking workers (prefork-blocking, reactor-workers/sync), connections ÷ 20 ms for everyone else ({workers} worker(s), c={connections}). balance: the busiest worker thread's CPU ÷ the mean of the {BALANCE_WORKERS} busiest, a connection per request (1.00 even, {BALANCE_WORKERS}.00 one worker took all). scaling: /sum req/s with {server_cpus} worker(s) ÷ with 1, on {server_cpus} server CPU(s). cost ×: the original's CPU per request ÷ the model's — the price of the language and implementation with the architecture held equal.\n",
+        "\n{}agree: the original's figure is within ±{tol:.0} % of the model's (balance: skews within {skew:.2}). predicted: workers ÷ 20 ms for blocking workers (prefork-blocking, reactor-workers/sync), connections ÷ 20 ms for everyone else ({workers} worker(s), c={connections}). balance: the busiest worker's requests (a model's --stats) or CPU time (a peer's, from /proc) ÷ the mean over {BALANCE_WORKERS} workers, a connection per request (1.00 even, {BALANCE_WORKERS}.00 one worker took all). scaling: /sum req/s with {server_cpus} worker(s) ÷ with 1, on {server_cpus} server CPU(s). cost ×: the original's CPU per request ÷ the model's — the price of the language and implementation with the architecture held equal.\n",
+        unseen.concat(),
         tol = TOLERANCE * 100.0,
         skew = TOLERANCE,
     );
@@ -350,6 +364,19 @@ mod tests {
         assert_eq!(node[6], "1.50 · 1.00", "skew 0.5 against 0: they disagree");
         assert_eq!(node[7], "✗");
         assert_eq!(node[9], "✗", "1.2× against 1.9×");
+    }
+
+    #[test]
+    fn a_peer_whose_workers_cannot_be_told_apart_has_no_balance_figure() {
+        let mut all = server("prefork-blocking", [1.0, 1.0], 2.0);
+        all.extend(server("uwsgi", [3.9, 1.3], 2.0));
+        let text = table(&all, &[("prefork-blocking", "uwsgi".into())], 2, 2, 64);
+        let line = text.lines().find(|l| l.contains("| uwsgi |")).unwrap();
+        assert!(line.contains("| n/a |  |"), "{line}");
+        assert!(
+            text.contains("balance n/a for uwsgi: its HTTP router"),
+            "{text}"
+        );
     }
 
     #[test]

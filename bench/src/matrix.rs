@@ -167,7 +167,13 @@ pub fn run_cell(
     if let Some(w) = plan.warmup {
         let _ = measure(plan, &load(Amount::Duration(w)), None);
     }
-    let threads_before = pids.as_deref().map(procfs::thread_cpu);
+    // A peer's balance from its workers' CPU (a model counts its requests per worker).
+    let workers_are = match target {
+        Target::Peer(p) => Some(p.workers_are),
+        _ => None,
+    };
+    let worker_cpu = |pids: &[i32]| workers_are.and_then(|w| procfs::worker_cpu(pids, w).ok());
+    let cpu_before = pids.as_deref().and_then(worker_cpu);
     for _ in 0..plan.reps {
         match measure(plan, &load(plan.amount), pids.as_deref()) {
             Ok(run) => cell.runs.push(run),
@@ -185,8 +191,8 @@ pub fn run_cell(
     }
     if let Some(s) = server {
         let pids = procfs::tree(s.pid());
-        if let Some(before) = &threads_before {
-            cell.worker_cpu_secs = procfs::busiest(before, &procfs::thread_cpu(&pids), workers);
+        if let (Some(before), Some(after)) = (&cpu_before, worker_cpu(&pids)) {
+            cell.worker_cpu_secs = procfs::busiest(before, &after, workers);
         }
         cell.peak_rss_kib = Some(procfs::peak_rss_kib(&pids));
         cell.worker_requests = s

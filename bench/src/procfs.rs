@@ -3,6 +3,8 @@
 
 use std::fs;
 
+use variants::peers::Workers;
+
 /// CPU time and context switches of a set of processes (all their threads).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Usage {
@@ -44,40 +46,7 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
     Some(after.split_whitespace().map(str::to_string).collect())
 }
 
-/// `root` and every process descended from it (workers forked by a master).
-pub fn tree(root: i32) -> Vec<i32> {
-    let mut parents: Vec<(i32, i32)> = Vec::new();
-    if let Ok(dir) = fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if let Some(f) = stat_fields(pid) {
-                // fields[1] is the parent pid ("state ppid ...").
-                if let Some(ppid) = f.get(1).and_then(|p| p.parse().ok()) {
-                    parents.push((pid, ppid));
-                }
-            }
-        }
-    }
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        i += 1;
-    }
-    found
-}
+pub use variants::launch::tree;
 
 /// CPU time of the processes (every thread included: the process-level stat sums them)
 /// and context switches summed over each of their threads.
@@ -111,36 +80,64 @@ pub fn usage(pids: &[i32]) -> Usage {
     total
 }
 
-/// CPU time (utime + stime, seconds) of every thread of the processes, by thread id: what
-/// each worker did, read the same way for a model and for a third-party server that keeps
-/// no counts of its own.
-pub fn thread_cpu(pids: &[i32]) -> Vec<(i32, f64)> {
+/// utime + stime of one process (all its threads) or one thread (`/proc/PID/task/TID`),
+/// in seconds, from the stat file under `dir`.
+fn cpu_of(dir: &std::path::Path, ticks: f64) -> Option<f64> {
+    let text = fs::read_to_string(dir.join("stat")).ok()?;
+    let after = text.get(text.rfind(')')? + 2..)?;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    Some((field(11) + field(12)) / ticks)
+}
+
+/// CPU seconds of each worker of a server whose processes are `pids`, by pid (or tid),
+/// as `rule` tells its workers from its other processes: what each worker did, read the
+/// same way for any server, one that keeps no counts of its own included.
+pub fn worker_cpu(pids: &[i32], rule: Workers) -> Result<Vec<(i32, f64)>, String> {
     let ticks = clock_ticks();
-    let mut out = Vec::new();
-    for &pid in pids {
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let Some(tid) = task
-                .file_name()
-                .to_str()
-                .and_then(|t| t.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let Ok(text) = fs::read_to_string(task.path().join("stat")) else {
-                continue;
-            };
-            let Some(after) = text.rfind(')').and_then(|i| text.get(i + 2..)) else {
-                continue;
-            };
-            let f: Vec<&str> = after.split_whitespace().collect();
-            let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-            out.push((tid, (field(11) + field(12)) / ticks));
+    let parent = |pid: i32| stat_fields(pid).and_then(|f| f.get(1)?.parse::<i32>().ok());
+    let parents: Vec<Option<i32>> = pids.iter().map(|&p| parent(p)).collect();
+    let leaves: Vec<i32> = pids
+        .iter()
+        .copied()
+        .filter(|p| !parents.contains(&Some(*p)))
+        .collect();
+    let per_process = |chosen: &[i32]| {
+        chosen
+            .iter()
+            .filter_map(|&p| {
+                Some((
+                    p,
+                    cpu_of(std::path::Path::new(&format!("/proc/{p}")), ticks)?,
+                ))
+            })
+            .collect()
+    };
+    match rule {
+        Workers::Unseen(why) => Err(why.to_string()),
+        Workers::Leaves if leaves.len() == 1 => {
+            // One process: its threads are the workers.
+            let tasks =
+                fs::read_dir(format!("/proc/{}/task", leaves[0])).map_err(|e| e.to_string())?;
+            Ok(tasks
+                .flatten()
+                .filter_map(|t| {
+                    let tid = t.file_name().to_str()?.parse::<i32>().ok()?;
+                    Some((tid, cpu_of(&t.path(), ticks)?))
+                })
+                .collect())
+        }
+        Workers::Leaves => Ok(per_process(&leaves)),
+        Workers::Named(name) => {
+            let named: Vec<i32> = leaves
+                .into_iter()
+                .filter(|p| {
+                    fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == name)
+                })
+                .collect();
+            Ok(per_process(&named))
         }
     }
-    out
 }
 
 /// The CPU each of the `n` busiest threads spent between two [`thread_cpu`] readings,
@@ -198,9 +195,13 @@ mod tests {
     }
 
     #[test]
-    fn this_process_threads_are_read() {
+    fn a_one_process_server_has_its_threads_for_workers() {
         let me = std::process::id() as i32;
-        let threads = thread_cpu(&[me]);
+        let threads = worker_cpu(&[me], Workers::Leaves).unwrap();
         assert!(threads.iter().any(|(tid, _)| *tid == me));
+        assert!(worker_cpu(&[me], Workers::Unseen("why")).is_err());
+        assert!(worker_cpu(&[me], Workers::Named("no-such-name"))
+            .unwrap()
+            .is_empty());
     }
 }

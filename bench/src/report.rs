@@ -83,9 +83,10 @@ pub struct Cell {
     pub peak_rss_kib: Option<u64>,
     /// Requests per worker from the server's `--stats` (warm-up included).
     pub worker_requests: Vec<u64>,
-    /// CPU seconds of the server's `workers` busiest threads over the measured
-    /// repetitions, busiest first, from /proc: how evenly the work spread, read alike for
-    /// a model and for a peer that keeps no counts.
+    /// CPU seconds of a peer's `workers` busiest workers over the measured repetitions,
+    /// busiest first, from /proc (`variants::peers::Workers` says which processes): how
+    /// evenly the work spread over a server that keeps no counts (a model's
+    /// `worker_requests` say it exactly).
     pub worker_cpu_secs: Vec<f64>,
     pub notes: Vec<String>,
 }
@@ -117,15 +118,18 @@ impl Cell {
         (mean > 0.0).then(|| max / mean)
     }
 
-    /// Busiest worker thread's CPU ÷ the mean of the `workers` busiest: 1.0 is an even
-    /// spread, `workers` is one worker doing everything.
-    pub fn cpu_imbalance(&self) -> Option<f64> {
-        if self.worker_cpu_secs.len() < 2 {
-            return None;
-        }
-        let max = self.worker_cpu_secs.iter().copied().fold(0.0, f64::max);
-        let mean = self.worker_cpu_secs.iter().sum::<f64>() / self.worker_cpu_secs.len() as f64;
-        (mean > 0.0).then(|| max / mean)
+    /// How unevenly the work spread over the workers, busiest ÷ mean (1.0 even, `workers`
+    /// one worker did everything): from the requests each worker counted where it counts
+    /// them (the models' `--stats`), else from each worker's CPU time (a peer).
+    pub fn worker_balance(&self) -> Option<f64> {
+        self.imbalance().or_else(|| {
+            if self.worker_cpu_secs.len() < 2 {
+                return None;
+            }
+            let max = self.worker_cpu_secs.iter().copied().fold(0.0, f64::max);
+            let mean = self.worker_cpu_secs.iter().sum::<f64>() / self.worker_cpu_secs.len() as f64;
+            (mean > 0.0).then(|| max / mean)
+        })
     }
 
     fn group(&self) -> (String, bool, u32, Client, Option<u32>) {

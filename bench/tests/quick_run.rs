@@ -137,6 +137,56 @@ fn fidelity_prints_a_row_per_model_and_peer() {
     let row = row(&stdout, "prefork-eventloop | node-cluster");
     // The model's side is always measured: predicted · model · original (or the reason).
     assert!(row.contains("800 · "), "{row}");
+    // Balance: both sides' busiest ÷ mean over 2 workers (requests for the model, CPU
+    // for the peer); scaling: figures with two server CPUs or more, else the reason.
+    let cols: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+    let balance: Vec<f64> = cols[6]
+        .split(" · ")
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    assert!(
+        balance.len() == 2 && balance.iter().all(|b| (1.0..=2.0).contains(b)),
+        "{row}"
+    );
+    assert!(
+        cols[8].starts_with("n/a (needs ≥ 2 server CPUs") || cols[8].split(" · ").count() == 3,
+        "{row}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// With two server CPUs the scaling signature is measured: /sum at one worker and at one
+/// per CPU, for the model and the peer. The client shares a CPU with the server here, so
+/// the figures say nothing (an honest run gives the client CPUs of its own); what is
+/// checked is that the cells run and the column carries predicted · model · original.
+#[test]
+fn fidelity_measures_scaling_with_two_server_cpus() {
+    if common::cli::allowed_cpus().len() < 2 {
+        eprintln!("fidelity_measures_scaling_with_two_server_cpus: needs 2 CPUs, skipped");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("archzoo-scaling-{}", std::process::id()));
+    let stdout = bench(&[
+        "--fidelity",
+        "--quick",
+        "--peers",
+        "node-cluster",
+        "--server-cpus",
+        "0,1",
+        "--client-cpus",
+        "1",
+        "-c",
+        "16",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    let row = row(&stdout, "prefork-eventloop | node-cluster");
+    let cols: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+    let figures: Vec<&str> = cols[8].split(" · ").collect();
+    assert!(
+        figures.len() == 3 && figures[0] == "2" && figures[1].parse::<f64>().is_ok(),
+        "{row}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -32,6 +32,11 @@ const RULES: &[Rule] = &[
         Some("sleep"),
         sleep_waits_and_answers,
     ),
+    (
+        "killed_group_leaves_no_process",
+        None,
+        killed_group_leaves_no_process,
+    ),
 ];
 
 fn main() {
@@ -156,4 +161,31 @@ fn sleep_waits_and_answers(server: &Server) -> Result<(), Failed> {
     check(took >= Duration::from_millis(45), || {
         format!("answered after {took:?}")
     })
+}
+
+/// The harness's last resort — SIGKILL of the peer's whole process group, as on a timeout
+/// or Ctrl-C — leaves none of the peer's processes running, including any that left the
+/// group (php-fpm's master calls setsid; it is tied to its parent's death instead).
+fn killed_group_leaves_no_process(server: &Server) -> Result<(), Failed> {
+    let pids = launch::tree(server.pid());
+    check(pids.len() > 1 || launch::running(server.pid()), || {
+        "no process to kill".into()
+    })?;
+    // SAFETY: kill(2) on the process group this test started.
+    unsafe { libc::kill(-server.pid(), libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<i32> = pids
+            .iter()
+            .copied()
+            .filter(|&p| launch::running(p))
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("still running 5 s after the group was killed: {left:?}").into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

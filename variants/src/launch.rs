@@ -147,6 +147,57 @@ pub struct Launch {
     max_files: Option<(u64, u64)>,
 }
 
+/// `root` and every process descended from it (workers forked by a master, a front
+/// server's back end), from the parent pids in /proc.
+pub fn tree(root: i32) -> Vec<i32> {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the name: state(0) ppid(1) …
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 2..))
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            parents.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found
+}
+
+/// True while `pid` runs (a zombie, dead and not yet reaped, does not count).
+pub fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = stat.get(stat.rfind(')')? + 2..)?;
+            rest.split_whitespace().next().map(|state| state != "Z")
+        })
+        .unwrap_or(false)
+}
+
 /// A free loopback port for a server that cannot be told to pick one (a peer): bound and
 /// released, so another process could take it before the server does — then its start
 /// fails clearly and the cell says so.
@@ -418,6 +469,20 @@ impl Server {
     pub fn cpu_seconds(&self) -> f64 {
         // SAFETY: sysconf has no preconditions.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        self.group_sum(|t| (t(11) + t(12)) / ticks)
+    }
+
+    /// Resident memory of every process of the server's group, in KiB: what its
+    /// connections cost, summed the way `bench --idle-conns` sums it.
+    pub fn rss_kib(&self) -> f64 {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as f64;
+        self.group_sum(|t| t(21) * page / 1024.0)
+    }
+
+    /// `figure` of each process in the server's group, summed; `figure` reads the fields
+    /// of /proc/PID/stat after the command name by index (state is 0, ppid 1, pgrp 2, …).
+    fn group_sum(&self, figure: impl Fn(&dyn Fn(usize) -> f64) -> f64) -> f64 {
         let mut total = 0.0;
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -427,10 +492,9 @@ impl Server {
                 continue;
             };
             let f: Vec<&str> = rest.split_whitespace().collect();
-            // After the name: state(0) ppid(1) pgrp(2) … utime(11) stime(12).
             if f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(self.pid()) {
                 let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-                total += (t(11) + t(12)) / ticks;
+                total += figure(&t);
             }
         }
         total

@@ -40,6 +40,23 @@ pub struct Builtin {
     pub workers_mean: &'static str,
     /// Workloads it does not serve, each with the reason (a cell marked n/a, never a fake).
     pub unsupported: &'static [(&'static str, &'static str)],
+    /// Which of its processes are the workers whose balance `bench --fidelity` reads.
+    pub workers_are: Workers,
+}
+
+/// Which processes of a peer's tree are its workers, for the balance signature: a peer
+/// keeps no per-worker counts, so its workers' CPU time (from /proc) is what shows how the
+/// work spread over them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workers {
+    /// The processes with no children (a master's workers); in a one-process server, its
+    /// threads (Go's runtime spreads goroutines over GOMAXPROCS threads).
+    Leaves,
+    /// The leaf processes with this command name (`/proc/PID/comm`): other leaves are a
+    /// front server's own workers.
+    Named(&'static str),
+    /// Not to be told apart from /proc, and why.
+    Unseen(&'static str),
 }
 
 const NO_JSON: (&str, &str) = ("json", "not among the posts' routes for this peer");
@@ -66,6 +83,7 @@ pub const BUILTIN: &[Builtin] = &[
                 "nginx answers from its configuration: it runs no handler code",
             ),
         ],
+        workers_are: Workers::Leaves,
     },
     Builtin {
         name: "php-fpm",
@@ -73,6 +91,7 @@ pub const BUILTIN: &[Builtin] = &[
         beside: &["prefork-blocking", "reactor-workers/sync"],
         workers_mean: "pm.max_children",
         unsupported: &[NO_JSON],
+        workers_are: Workers::Named("php-fpm8.2"),
     },
     Builtin {
         name: "go-nethttp",
@@ -86,6 +105,7 @@ pub const BUILTIN: &[Builtin] = &[
                 "Go's standard library has no SQLite driver, and no module can be fetched here",
             ),
         ],
+        workers_are: Workers::Leaves,
     },
     Builtin {
         name: "node-cluster",
@@ -99,6 +119,7 @@ pub const BUILTIN: &[Builtin] = &[
                 "Node.js 20 has no built-in SQLite (node:sqlite came in 22.5)",
             ),
         ],
+        workers_are: Workers::Leaves,
     },
     Builtin {
         name: "gevent",
@@ -106,6 +127,7 @@ pub const BUILTIN: &[Builtin] = &[
         beside: &["coroutine-reuseport"],
         workers_mean: "processes",
         unsupported: &[NO_JSON],
+        workers_are: Workers::Leaves,
     },
     Builtin {
         name: "uwsgi",
@@ -113,6 +135,9 @@ pub const BUILTIN: &[Builtin] = &[
         beside: &["prefork-blocking"],
         workers_mean: "processes",
         unsupported: &[NO_JSON],
+        workers_are: Workers::Unseen(
+            "its HTTP router is a process beside the workers, named as they are: its CPU cannot be told from theirs",
+        ),
     },
     Builtin {
         name: "tornado",
@@ -120,6 +145,7 @@ pub const BUILTIN: &[Builtin] = &[
         beside: &["prefork-eventloop"],
         workers_mean: "processes",
         unsupported: &[NO_JSON],
+        workers_are: Workers::Leaves,
     },
 ];
 
@@ -135,6 +161,8 @@ pub struct Peer {
     pub unsupported: Vec<(String, String)>,
     /// Installed by `peers/install` (a built-in peer).
     pub builtin: bool,
+    /// Which of its processes are its workers ([`Workers::Leaves`] for a `--peer`).
+    pub workers_are: Workers,
 }
 
 impl Peer {
@@ -154,6 +182,7 @@ impl Peer {
                 .map(|(w, why)| (w.to_string(), why.to_string()))
                 .collect(),
             builtin: true,
+            workers_are: b.workers_are,
         })
     }
 
@@ -184,6 +213,7 @@ impl Peer {
             what: "--peer".to_string(),
             unsupported: Vec::new(),
             builtin: false,
+            workers_are: Workers::Leaves,
         })
     }
 

@@ -39,6 +39,10 @@ pub struct Variant {
     /// A worker sleeps through a handler's wait (`/sleep`): at a wait, throughput is capped
     /// at workers ÷ wait. The others park the request and serve the next meanwhile.
     pub blocking_workers: bool,
+    /// Most bytes an idle keep-alive connection may add to the server's resident memory:
+    /// the suite's regression guard (`idle_connections_stay_cheap`), twice the target the
+    /// model is built to — the measured figure is `bench --idle-conns`'.
+    pub idle_bytes: usize,
 }
 
 impl Variant {
@@ -61,6 +65,7 @@ impl Variant {
             reuseport: false,
             ipc: false,
             blocking_workers: false,
+            idle_bytes: 2 * 1024,
         }
     }
 
@@ -87,6 +92,8 @@ pub const VARIANTS: &[Variant] = &[
         )
     },
     Variant {
+        // Its stack is the model's own cost (8 KiB target at the default stack).
+        idle_bytes: 16 * 1024,
         processes: true,
         reuseport: true,
         ..Variant::new(
@@ -116,6 +123,8 @@ pub const VARIANTS: &[Variant] = &[
         )
     },
     Variant {
+        // A glommio task and its socket's source (2 KiB target).
+        idle_bytes: 4 * 1024,
         reuseport: true,
         ..Variant::new(
             "thread-per-core",
@@ -125,6 +134,8 @@ pub const VARIANTS: &[Variant] = &[
         )
     },
     Variant {
+        // Stock glommio keeps a receive buffer per socket: no target, a guard.
+        idle_bytes: 16 * 1024,
         reuseport: true,
         ..Variant::new(
             "thread-per-core/readiness",
@@ -175,14 +186,20 @@ pub const VARIANTS: &[Variant] = &[
             "Swoole dispatch_mode 3, 2 reactors",
         )
     },
-    Variant::new(
-        "work-stealing",
-        "work-stealing",
-        &[],
-        "Go net/http (shared codec)",
-    ),
+    Variant {
+        // A tokio task and its socket's registration (2 KiB target).
+        idle_bytes: 4 * 1024,
+        ..Variant::new(
+            "work-stealing",
+            "work-stealing",
+            &[],
+            "Go net/http (shared codec)",
+        )
+    },
     Variant {
         hyper: true,
+        // hyper's connection keeps its own read and write buffers: what it allows, guarded.
+        idle_bytes: 48 * 1024,
         ..Variant::new(
             "work-stealing/hyper",
             "work-stealing",

@@ -61,6 +61,57 @@ pub fn wrk_keep_alive(s: &Spec) {
     assert_still_serves(&server);
 }
 
+/// Idle keep-alive connections cost a server only their state: after a burst of requests
+/// (the buffer pools and lazy set-up are warm), [`IDLE_CONNS`] connections that each made a
+/// request and then went quiet add at most the row's `idle_bytes` each to the resident
+/// memory of all its processes — a generous guard (twice each model's target): the
+/// figure itself is `bench --idle-conns`'. Then every one of them is answered again.
+pub fn idle_connections_stay_cheap(s: &Spec) {
+    common::cli::raise_fd_limit();
+    let server = Server::start(s, &["--workers", "1"]);
+    let wave = |conns: &mut [Client]| {
+        for c in conns.iter_mut() {
+            c.send(GET);
+        }
+        for c in conns.iter_mut() {
+            assert_hello(&c.response());
+        }
+    };
+    // The burst, as wide as a wave below: buffers lent and given back, every lazy thing of
+    // the server set up, so that what one wave leaves behind (a reactor's IPC buffers) is
+    // in the baseline and not charged to the idle connections.
+    let mut burst: Vec<Client> = (0..WAVE).map(|_| server.connect()).collect();
+    wave(&mut burst);
+    wave(&mut burst);
+    drop(burst);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = server.rss_kib();
+    let mut idle: Vec<Client> = Vec::with_capacity(IDLE_CONNS);
+    while idle.len() < IDLE_CONNS {
+        let from = idle.len();
+        idle.extend((0..WAVE.min(IDLE_CONNS - from)).map(|_| server.connect()));
+        wave(&mut idle[from..]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let per_conn = (server.rss_kib() - before).max(0.0) * 1024.0 / IDLE_CONNS as f64;
+    assert!(
+        per_conn <= s.idle_bytes as f64,
+        "{}: {per_conn:.0} bytes per idle connection, over its bound of {}",
+        s.name,
+        s.idle_bytes
+    );
+    for chunk in idle.chunks_mut(WAVE) {
+        wave(chunk);
+    }
+}
+
+/// Idle connections [`idle_connections_stay_cheap`] holds: enough that a few hundred KiB
+/// of noise is a fraction of the bound.
+const IDLE_CONNS: usize = 1500;
+
+/// Connections opened, and requests in flight, at once in [`idle_connections_stay_cheap`].
+const WAVE: usize = 256;
+
 /// At `--max-conns` a worker stops accepting: the next connection waits in the listen
 /// queue (unanswered) until one of the others closes, then it is served.
 pub fn max_conns_leaves_new_connections_queued(s: &Spec) {
