@@ -36,3 +36,18 @@ need_debs() {
     done
     apt_install "${missing[@]}"
 }
+
+# need_oha — installs oha (the open-loop load generator of bench --rate and --slo) into
+# target/tools/bin with cargo, at the version the harness's parser was checked against,
+# unless it is there or on the PATH (about 6 minutes to build on 2 cores, once).
+OHA_VERSION=1.16.0
+need_oha() {
+    local root
+    root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/tools"
+    if command -v oha >/dev/null 2>&1 || [ -x "$root/bin/oha" ]; then
+        return 0
+    fi
+    echo "installing oha $OHA_VERSION with cargo install (once; a few minutes)" >&2
+    cargo install --quiet --locked --version "$OHA_VERSION" --root "$root" oha </dev/null \
+        || { echo "error: cargo install oha $OHA_VERSION failed" >&2; return 1; }
+}

@@ -1,4 +1,5 @@
-//! The load generators: command lines for `ab` and `wrk`, and parsers of what they print.
+//! The load generators: command lines for `ab`, `wrk` and `oha`, and parsers of what they
+//! print.
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,6 +13,9 @@ pub enum Client {
     Ab,
     /// wrk: HTTP/1.1 keep-alive, Lua scripts (pipelining), latency in µs.
     Wrk,
+    /// oha: open loop at a fixed rate (`--rate`), latency measured from when each request
+    /// was due, so a stalled server shows in the percentiles (no coordinated omission).
+    Oha,
 }
 
 impl Client {
@@ -20,6 +24,7 @@ impl Client {
         match self {
             Client::Ab => "ab",
             Client::Wrk => "wrk",
+            Client::Oha => "oha",
         }
     }
 }
@@ -42,6 +47,8 @@ pub struct Load<'a> {
     /// Requests per pipelined batch (wrk only, through `script`).
     pub pipeline: Option<u32>,
     pub script: &'a Path,
+    /// Offered requests per second (oha only): the open loop's fixed rate.
+    pub rate: Option<u32>,
 }
 
 /// The argument vector (program first) for one run.
@@ -90,12 +97,55 @@ pub fn command(load: &Load) -> Result<Vec<String>, String> {
                 args.extend(["-s".into(), load.script.display().to_string()]);
             }
         }
+        Client::Oha => {
+            if load.pipeline.is_some() {
+                return Err("oha cannot pipeline requests; use --client wrk".into());
+            }
+            args.extend([
+                oha_path(),
+                "--no-tui".into(),
+                "--output-format".into(),
+                "json".into(),
+                "-c".into(),
+                c,
+                "-t".into(),
+                "5s".into(),
+            ]);
+            match load.amount {
+                Amount::Duration(d) => {
+                    args.extend(["-z".into(), format!("{}s", d.as_secs().max(1))]);
+                    // Requests still in flight when time is up are not counted as errors.
+                    args.push("-w".into());
+                }
+                Amount::Requests(n) => args.extend(["-n".into(), n.to_string()]),
+            }
+            if let Some(rate) = load.rate {
+                // Latency from each request's due time, not from when it could be sent.
+                args.extend(["-q".into(), rate.to_string(), "--latency-correction".into()]);
+            }
+            if !load.keep_alive {
+                args.push("--disable-keepalive".into());
+            }
+        }
     }
     args.push(load.url.to_string());
     if let (Client::Wrk, Some(depth)) = (load.client, load.pipeline) {
         args.extend(["--".into(), depth.to_string()]);
     }
     Ok(args)
+}
+
+/// Where `oha` is: on the PATH, else where `scripts/bench` installs it
+/// (`target/tools/bin`, `cargo install --locked` at a pinned version).
+pub fn oha_path() -> String {
+    let installed = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/tools/bin/oha");
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join("oha").is_file()));
+    if !on_path && Path::new(installed).is_file() {
+        installed.to_string()
+    } else {
+        "oha".to_string()
+    }
 }
 
 /// What a client reported for one run.
@@ -112,6 +162,11 @@ pub struct Outcome {
     pub keep_alive_requests: Option<u64>,
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// The open loop's further percentiles and maximum (oha), corrected for coordinated
+    /// omission.
+    pub p90_ms: Option<f64>,
+    pub p999_ms: Option<f64>,
+    pub max_ms: Option<f64>,
 }
 
 fn number_after(text: &str, label: &str) -> Option<f64> {
@@ -135,6 +190,9 @@ pub fn parse_ab(text: &str) -> Result<Outcome, String> {
         keep_alive_requests: number_after(text, "Keep-Alive requests:").map(|n| n as u64),
         p50_ms: pct("50%"),
         p99_ms: pct("99%"),
+        p90_ms: pct("90%"),
+        p999_ms: None,
+        max_ms: pct("100%"),
     })
 }
 
@@ -152,6 +210,7 @@ pub fn parse_wrk(text: &str) -> Result<Outcome, String> {
         non_2xx: number_after(text, "Non-2xx or 3xx responses:").unwrap_or(0.0) as u64,
         p50_ms: latency(text, "50%"),
         p99_ms: latency(text, "99%"),
+        p90_ms: latency(text, "90%"),
         ..Outcome::default()
     };
     if let Some(line) = text.lines().find(|l| l.contains("Socket errors:")) {
@@ -164,6 +223,51 @@ pub fn parse_wrk(text: &str) -> Result<Outcome, String> {
         outcome.timeouts = counts.last().copied().unwrap_or(0);
     }
     Ok(outcome)
+}
+
+/// Parses oha's `--output-format json` report: latencies are in seconds; requests are
+/// the responses of every status (`statusCodeDistribution`); errors (refused, reset,
+/// timed out) are counted apart (`errorDistribution`).
+pub fn parse_oha(text: &str) -> Result<Outcome, String> {
+    let json: serde_json::Value = serde_json::from_str(text.trim())
+        .map_err(|e| format!("oha printed no JSON report ({e}): {}", tail(text)))?;
+    let ms = |v: &serde_json::Value| v.as_f64().map(|s| s * 1000.0);
+    let statuses = json["statusCodeDistribution"]
+        .as_object()
+        .ok_or_else(|| format!("no statusCodeDistribution in oha's report: {}", tail(text)))?;
+    let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let requests: u64 = statuses.values().map(count).sum();
+    let non_2xx: u64 = statuses
+        .iter()
+        .filter(|(code, _)| !code.starts_with('2'))
+        .map(|(_, n)| count(n))
+        .sum();
+    let errors = json["errorDistribution"].as_object();
+    let failed: u64 = errors.map_or(0, |e| e.values().map(count).sum());
+    let timeouts: u64 = errors.map_or(0, |e| {
+        e.iter()
+            .filter(|(what, _)| what.to_ascii_lowercase().contains("timeout"))
+            .map(|(_, n)| count(n))
+            .sum()
+    });
+    let pct = &json["latencyPercentiles"];
+    Ok(Outcome {
+        requests,
+        // Responses per second: oha's own requestsPerSec counts failed attempts too.
+        rps: match json["summary"]["total"].as_f64() {
+            Some(total) if total > 0.0 => requests as f64 / total,
+            _ => 0.0,
+        },
+        failed,
+        non_2xx,
+        timeouts,
+        keep_alive_requests: None,
+        p50_ms: ms(&pct["p50"]),
+        p99_ms: ms(&pct["p99"]),
+        p90_ms: ms(&pct["p90"]),
+        p999_ms: ms(&pct["p99.9"]),
+        max_ms: ms(&json["summary"]["slowest"]),
+    })
 }
 
 /// A wrk latency such as `182.00us`, `1.37ms` or `2.01s`, in milliseconds.

@@ -296,6 +296,7 @@ mod tests {
             connections: 64,
             client: Client::Ab,
             pipeline: None,
+            rate: None,
             runs: vec![Run {
                 outcome: Outcome {
                     requests: 1000,

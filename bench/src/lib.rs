@@ -30,3 +30,4 @@ pub mod perf;
 pub mod procfs;
 pub mod report;
 pub mod server;
+pub mod slo;

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use bench::client::{Amount, Client};
-use bench::matrix::{self, Plan, Target};
+use bench::matrix::{self, CellSpec, Plan, Target};
 use bench::report;
 use bench::{fidelity, idle, procfs};
 use clap::Parser;
@@ -14,7 +14,7 @@ use common::cli::{allowed_cpus, CpuList};
 use indicatif::{ProgressBar, ProgressStyle};
 use variants::launch;
 use variants::peers::{self, Peer};
-use variants::{Variant, Workload, VARIANTS, WORKLOADS};
+use variants::{Variant, VARIANTS, WORKLOADS};
 
 /// Points ab/wrk at every archzoo architecture, fairly, and says who was the bottleneck.
 #[derive(Parser, Debug)]
@@ -58,9 +58,18 @@ struct Args {
         value_delimiter = ','
     )]
     concurrency: Vec<u32>,
-    /// Load generator.
+    /// Load generator (--rate and --slo use oha).
     #[arg(long, value_enum, default_value = "ab")]
     client: Client,
+    /// Open loop: offer these requests per second (comma-separated), every cell at each,
+    /// with oha; latency is measured from when each request was due.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    rate: Vec<u32>,
+    /// Capacity at a latency target, e.g. `p99=5ms`: per variant, the highest offered rate
+    /// (oha, open loop) whose corrected percentile stays within it, found by doubling the
+    /// rate and then bisecting.
+    #[arg(long, value_name = "pNN=TIME")]
+    slo: Option<bench::slo::Target>,
     /// Pipeline this many requests per connection (wrk only; bench/pipeline.lua).
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..=1024))]
     pipeline: Option<u32>,
@@ -211,19 +220,31 @@ fn main() {
     if args.syscalls && which("perf").is_none() {
         fail("--syscalls needs perf (Debian: apt-get install linux-perf)");
     }
-    for tool in [match args.client {
-        Client::Ab => "ab",
-        Client::Wrk => "wrk",
-    }] {
-        if which(tool).is_none() {
-            fail(format!(
-                "{tool} is not installed (scripts/bench installs apache2-utils and wrk)"
-            ));
+    let open_loop = !args.rate.is_empty() || args.slo.is_some();
+    let client = if open_loop {
+        if args.client != Client::Ab && args.client != Client::Oha {
+            fail("--rate and --slo offer a fixed rate, which only oha does: drop --client");
         }
+        Client::Oha
+    } else {
+        args.client
+    };
+    if client == Client::Oha && args.pipeline.is_some() {
+        fail("--pipeline needs --client wrk (oha sends one request at a time)");
+    }
+    let tool = client.command();
+    let found = match client {
+        Client::Oha => Path::new(&bench::client::oha_path()).is_file() || which("oha").is_some(),
+        _ => which(tool).is_some(),
+    };
+    if !found {
+        fail(format!(
+            "{tool} is not installed (scripts/bench installs ab and wrk with apt-get, oha with cargo install)"
+        ));
     }
     let duration = Duration::from_secs(if args.quick { 1 } else { args.duration });
     let plan = Plan {
-        client: args.client,
+        client,
         pipeline: args.pipeline,
         db: args.db.clone(),
         url: args.url.clone(),
@@ -248,7 +269,7 @@ fn main() {
         "bench: server on CPUs {} ({} workers), client {} on CPUs {}; {} × {} per cell{}",
         CpuList(plan.server_cpus.clone()),
         plan.workers,
-        args.client.command(),
+        client.command(),
         CpuList(plan.client_cpus.clone()),
         plan.reps,
         match plan.amount {
@@ -294,8 +315,8 @@ fn main() {
         return;
     }
 
-    // The matrix, one cell per combination: (target, stack, workload, keep-alive, c, workers).
-    let mut jobs: Vec<(Target, &str, Workload, bool, u32, usize)> = Vec::new();
+    // The matrix, one cell per combination.
+    let mut jobs: Vec<(Target, CellSpec)> = Vec::new();
     let targets: Vec<Target> = match &args.url {
         Some(url) => vec![Target::Url(url.clone())],
         None => variants
@@ -305,6 +326,21 @@ fn main() {
             .chain(peers.iter().cloned().map(Target::Peer))
             .collect(),
     };
+    if let Some(slo) = &args.slo {
+        // Instead of the matrix: each target's capacity at the latency target.
+        let spec = CellSpec {
+            stack: stacks[0],
+            workload: workloads[0],
+            keep_alive: keepalive[0],
+            connections: args.concurrency[0],
+            workers: plan.workers,
+            rate: None,
+        };
+        let (table, cells) = bench::slo::run(&plan, &targets, &spec, slo);
+        println!("{table}");
+        write_results(&args, &plan, &peers, &cells);
+        return;
+    }
     // --fidelity measures its own cells: the signatures, at the first concurrency given.
     let signatures = fidelity::cells(plan.workers, plan.server_cpus.len());
     for target in targets.iter().filter(|_| args.fidelity) {
@@ -315,14 +351,22 @@ fn main() {
                 .expect("a workload");
             jobs.push((
                 target.clone(),
-                stacks[0],
-                workload,
-                s.keep_alive,
-                args.concurrency[0],
-                s.workers,
+                CellSpec {
+                    stack: stacks[0],
+                    workload,
+                    keep_alive: s.keep_alive,
+                    connections: args.concurrency[0],
+                    workers: s.workers,
+                    rate: None,
+                },
             ));
         }
     }
+    let rates: Vec<Option<u32>> = if args.rate.is_empty() {
+        vec![None]
+    } else {
+        args.rate.iter().copied().map(Some).collect()
+    };
     for target in targets.iter().filter(|_| !args.fidelity) {
         // A peer is what it is: the framework stack is an archzoo layer.
         let target_stacks: &[&str] = match target {
@@ -331,9 +375,21 @@ fn main() {
         };
         for &stack in target_stacks {
             for workload in &workloads {
-                for &ka in &keepalive {
-                    for &c in &args.concurrency {
-                        jobs.push((target.clone(), stack, *workload, ka, c, plan.workers));
+                for &keep_alive in &keepalive {
+                    for &connections in &args.concurrency {
+                        for &rate in &rates {
+                            jobs.push((
+                                target.clone(),
+                                CellSpec {
+                                    stack,
+                                    workload: *workload,
+                                    keep_alive,
+                                    connections,
+                                    workers: plan.workers,
+                                    rate,
+                                },
+                            ));
+                        }
                     }
                 }
             }
@@ -345,16 +401,20 @@ fn main() {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut cells = Vec::new();
-    for (target, stack, workload, ka, c, workers) in jobs {
+    for (target, spec) in jobs {
         let name = target.name().to_string();
         bar.set_message(format!(
-            "{name} {stack} {} ka={} c={c} workers={workers}",
-            workload.name,
-            if ka { "on" } else { "off" }
+            "{name} {} {} ka={} c={} workers={}{}",
+            spec.stack,
+            spec.workload.name,
+            if spec.keep_alive { "on" } else { "off" },
+            spec.connections,
+            spec.workers,
+            spec.rate.map_or(String::new(), |r| format!(" rate={r}")),
         ));
-        let cell = matrix::run_cell(&plan, &target, workers, stack, &workload, ka, c);
+        let cell = matrix::run_cell(&plan, &target, &spec);
         if let Some(why) = cell.failure.as_ref().filter(|w| !w.starts_with("n/a")) {
-            bar.println(format!("{name} {}: FAILED: {why}", workload.name));
+            bar.println(format!("{name} {}: FAILED: {why}", spec.workload.name));
         }
         cells.push(cell);
         bar.inc(1);
@@ -374,6 +434,11 @@ fn main() {
             )
         );
     }
+    write_results(&args, &plan, &peers, &cells);
+}
+
+/// results/<timestamp>/: every figure, the machine, the versions and the command lines.
+fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell]) {
     let dir = args.out.join(timestamp());
     let meta = serde_json::json!({
         "machine": procfs::machine(),
@@ -385,13 +450,14 @@ fn main() {
             "archzoo": env!("CARGO_PKG_VERSION"),
             "ab": version_line(&["ab", "-V"]),
             "wrk": version_line(&["wrk", "-v"]),
+            "oha": version_line(&[&bench::client::oha_path(), "--version"]),
             "peers": peers
                 .iter()
                 .map(|p| (p.name.clone(), peer_version(p)))
                 .collect::<serde_json::Map<_, _>>(),
         },
     });
-    match report::write_files(&dir, &cells, meta) {
+    match report::write_files(&dir, cells, meta) {
         Ok(()) => eprintln!("bench: results in {}", dir.display()),
         Err(e) => fail(e),
     }

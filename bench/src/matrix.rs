@@ -15,6 +15,7 @@ use crate::report::{self, Cell, Run};
 use crate::{perf, procfs, server};
 
 /// Everything fixed for the whole matrix.
+#[derive(Debug, Clone)]
 pub struct Plan {
     /// The load generator, and requests per write when pipelining (wrk).
     pub client: Client,
@@ -55,17 +56,30 @@ impl Target {
     }
 }
 
-/// Runs one cell: start with `workers` workers (the plan's, or a signature's own),
-/// validate, warm up, measure `reps` times, stop.
-pub fn run_cell(
-    plan: &Plan,
-    target: &Target,
-    workers: usize,
-    stack: &str,
-    workload: &Workload,
-    keep_alive: bool,
-    connections: u32,
-) -> Cell {
+/// What one cell runs, besides the server: the handler stack, the workload, keep-alive,
+/// client connections, the server's workers (the plan's, or a signature's own) and, for
+/// the open loop, the offered rate.
+#[derive(Debug, Clone, Copy)]
+pub struct CellSpec<'a> {
+    pub stack: &'a str,
+    pub workload: Workload,
+    pub keep_alive: bool,
+    pub connections: u32,
+    pub workers: usize,
+    pub rate: Option<u32>,
+}
+
+/// Runs one cell: start, validate, warm up, measure `reps` times, stop.
+pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
+    let CellSpec {
+        stack,
+        workload,
+        keep_alive,
+        connections,
+        workers,
+        rate,
+    } = *spec;
+    let workload = &workload;
     let variant = match target {
         Target::Model(v) => Some(v),
         _ => None,
@@ -86,6 +100,7 @@ pub fn run_cell(
         connections,
         client: plan.client,
         pipeline: plan.pipeline,
+        rate,
         runs: Vec::new(),
         failure: None,
         peak_rss_kib: None,
@@ -163,6 +178,7 @@ pub fn run_cell(
         amount,
         pipeline: plan.pipeline,
         script: &plan.script,
+        rate,
     };
     if let Some(w) = plan.warmup {
         let _ = measure(plan, &load(Amount::Duration(w)), None);
@@ -250,6 +266,7 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
     let outcome = match load.client {
         Client::Ab => client::parse_ab(&text),
         Client::Wrk => client::parse_wrk(&text),
+        Client::Oha => client::parse_oha(&text),
     }
     .map_err(|e| match code {
         None => format!("{} overran its time limit and was killed", argv[0]),

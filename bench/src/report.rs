@@ -10,6 +10,9 @@ use crate::client::{Client, Outcome};
 /// CPU use (percent of the CPUs a side was given) at which that side is the bottleneck.
 pub const BOUND_PCT: f64 = 90.0;
 
+/// Share of an offered rate below which an open-loop cell did not keep up.
+pub const SHORTFALL: f64 = 0.95;
+
 /// Who limited a run — the lesson of the `ab -c 1000` post.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -77,6 +80,8 @@ pub struct Cell {
     pub connections: u32,
     pub client: Client,
     pub pipeline: Option<u32>,
+    /// Offered requests per second (the open loop, `--rate`); `None`: closed loop.
+    pub rate: Option<u32>,
     pub runs: Vec<Run>,
     /// Why the cell has no figures (failed validation, did not start, died).
     pub failure: Option<String>,
@@ -132,13 +137,22 @@ impl Cell {
         })
     }
 
-    fn group(&self) -> (String, bool, u32, Client, Option<u32>) {
+    /// Achieved ÷ offered rate of the median run, when an open-loop cell reached less
+    /// than [`SHORTFALL`] of what it offered.
+    pub fn shortfall(&self) -> Option<f64> {
+        let offered = f64::from(self.rate?);
+        let share = self.median()?.outcome.rps / offered;
+        (share < SHORTFALL).then_some(share)
+    }
+
+    fn group(&self) -> (String, bool, u32, Client, Option<u32>, Option<u32>) {
         (
             self.workload.clone(),
             self.keep_alive,
             self.connections,
             self.client,
             self.pipeline,
+            self.rate,
         )
     }
 }
@@ -181,7 +195,17 @@ pub fn markdown(cells: &[Cell]) -> String {
     if submissions {
         columns.push(("io_uring subs/req", true));
     }
-    columns.extend([("p99 ms", true), ("verdict", false), ("imbalance", true)]);
+    columns.push(("p99 ms", true));
+    // The open loop's own columns, when a cell offered a fixed rate (--rate, --slo).
+    let open_loop = cells.iter().any(|c| c.rate.is_some());
+    if open_loop {
+        columns.extend([
+            ("offered req/s", true),
+            ("achieved", true),
+            ("p50 · p90 · p99.9 · max ms", true),
+        ]);
+    }
+    columns.extend([("verdict", false), ("imbalance", true)]);
     /// The columns every row fills, failed or not (variant … c).
     const HEAD_COLUMNS: usize = 7;
     let _ = writeln!(
@@ -244,6 +268,28 @@ pub fn markdown(cells: &[Cell]) -> String {
         if run.verdict == Verdict::ClientBound {
             verdict.push_str(" (lower bound)");
         }
+        if let Some(share) = cell.shortfall() {
+            // Never silent: the offered rate was not reached, and who was saturated says
+            // whether the server or the client could not keep up.
+            verdict = format!("SHORTFALL {:.0} % · {verdict}", 100.0 * share);
+        }
+        let mut latency = String::new();
+        if open_loop {
+            let o = &run.outcome;
+            let _ = write!(
+                latency,
+                " {} | {} | {} · {} · {} · {} |",
+                cell.rate.map_or("–".into(), |r| r.to_string()),
+                cell.rate.map_or("–".into(), |r| format!(
+                    "{:.0} %",
+                    100.0 * o.rps / f64::from(r.max(1))
+                )),
+                opt(o.p50_ms, 2),
+                opt(o.p90_ms, 2),
+                opt(o.p999_ms, 2),
+                opt(o.max_ms, 2),
+            );
+        }
         let mut sys = String::new();
         if syscalls {
             let _ = write!(sys, " {} |", opt(run.syscalls_per_req, 2));
@@ -253,7 +299,7 @@ pub fn markdown(cells: &[Cell]) -> String {
         }
         let _ = writeln!(
             out,
-            "{head} {:.0} ({:.0}–{:.0}) | {ratio:.2} | {} |{sys} {} | {verdict} | {} |",
+            "{head} {:.0} ({:.0}–{:.0}) | {ratio:.2} | {} |{sys} {} |{latency} {verdict} | {} |",
             run.outcome.rps,
             lo,
             hi,
@@ -270,6 +316,11 @@ pub fn markdown(cells: &[Cell]) -> String {
          CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.\n\
          imbalance: busiest worker's requests ÷ the mean (1.00 = even).\n"
     ));
+    if open_loop {
+        out.push_str(
+            "offered: the open loop's fixed rate (oha -q); latency is measured from when each request was due (--latency-correction), so a stall shows in the percentiles instead of slowing the client down. SHORTFALL: the achieved rate stayed under 95 % of the offered one — read the verdict for who could not keep up.\n",
+        );
+    }
     for w in variants::WORKLOADS {
         if cells.iter().any(|c| c.workload == w.name) {
             let _ = writeln!(out, "{} (`{}`): {}.", w.name, w.path, w.shows);
@@ -312,6 +363,10 @@ struct CsvRow<'a> {
     timeouts: u64,
     p50_ms: Option<String>,
     p99_ms: Option<String>,
+    rate: Option<u32>,
+    p90_ms: Option<String>,
+    p999_ms: Option<String>,
+    max_ms: Option<String>,
     server_cpu_pct: Option<String>,
     client_cpu_pct: Option<String>,
     server_cpu_us_per_req: Option<String>,
@@ -348,6 +403,10 @@ impl<'a> CsvRow<'a> {
             timeouts: o.timeouts,
             p50_ms: num(o.p50_ms),
             p99_ms: num(o.p99_ms),
+            rate: cell.rate,
+            p90_ms: num(o.p90_ms),
+            p999_ms: num(o.p999_ms),
+            max_ms: num(o.max_ms),
             server_cpu_pct: num(run.and_then(|r| r.server_cpu_pct)),
             client_cpu_pct: num(run.map(|r| r.client_cpu_pct)),
             server_cpu_us_per_req: num(run.and_then(|r| r.server_cpu_us_per_req)),
@@ -406,6 +465,7 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
         "req/s",
         &rps,
     )?;
+    latency_charts(dir, cells)?;
     let cpu: Vec<(String, f64)> = measured
         .iter()
         .filter_map(|c| Some((label(c), c.median()?.server_cpu_us_per_req?)))
@@ -417,6 +477,111 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
             "µs/request",
             &cpu,
         )?;
+    }
+    Ok(())
+}
+
+/// One point of a latency-vs-load line: offered rate, p99 ms, and whether the rate was
+/// reached.
+type LoadPoint = (f64, f64, bool);
+
+/// Latency against load, one SVG per workload and keep-alive mode that ran the open loop
+/// (`latency_<workload>_ka-<on|off>.svg`): x the offered rate, y the corrected p99 on a log
+/// scale, a line per server; a shortfall point is drawn hollow (the rate was not reached).
+fn latency_charts(dir: &Path, cells: &[Cell]) -> Result<(), String> {
+    use plotters::prelude::*;
+    let mut groups: Vec<(String, bool)> = Vec::new();
+    for c in cells
+        .iter()
+        .filter(|c| c.rate.is_some() && c.median().is_some())
+    {
+        if !groups.contains(&(c.workload.clone(), c.keep_alive)) {
+            groups.push((c.workload.clone(), c.keep_alive));
+        }
+    }
+    for (workload, ka) in groups {
+        let ka_name = if ka { "on" } else { "off" };
+        let path = dir.join(format!("latency_{workload}_ka-{ka_name}.svg"));
+        let err = |e: &dyn std::fmt::Display| format!("chart {}: {e}", path.display());
+        // Per server, its points sorted by rate.
+        let mut lines: Vec<(String, Vec<LoadPoint>)> = Vec::new();
+        for c in cells
+            .iter()
+            .filter(|c| c.workload == workload && c.keep_alive == ka)
+        {
+            let (Some(rate), Some(p99)) = (c.rate, c.median().and_then(|r| r.outcome.p99_ms))
+            else {
+                continue;
+            };
+            let point = (f64::from(rate), p99.max(0.001), c.shortfall().is_none());
+            match lines.iter_mut().find(|l| l.0 == c.variant) {
+                Some(l) => l.1.push(point),
+                None => lines.push((c.variant.clone(), vec![point])),
+            }
+        }
+        for l in &mut lines {
+            l.1.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let xmax = lines
+            .iter()
+            .flat_map(|l| l.1.iter().map(|p| p.0))
+            .fold(1.0, f64::max)
+            * 1.05;
+        let (ymin, ymax) = lines
+            .iter()
+            .flat_map(|l| l.1.iter().map(|p| p.1))
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
+                (lo.min(y), hi.max(y))
+            });
+        let root = SVGBackend::new(&path, (1000, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{workload}, keep-alive {ka_name}: p99 latency against offered load (open loop, corrected)"),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, ((ymin * 0.8)..(ymax * 1.25)).log_scale())
+            .map_err(|e| err(&e))?;
+        chart
+            .configure_mesh()
+            .x_desc("offered requests per second")
+            .y_desc("p99 ms (log)")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y}"))
+            .draw()
+            .map_err(|e| err(&e))?;
+        for (i, (name, points)) in lines.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().map(|p| (p.0, p.1)),
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| err(&e))?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color));
+            chart
+                .draw_series(points.iter().map(|&(x, y, reached)| {
+                    let style = if reached {
+                        color.filled()
+                    } else {
+                        color.stroke_width(2)
+                    };
+                    Circle::new((x, y), 4, style)
+                }))
+                .map_err(|e| err(&e))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))?;
     }
     Ok(())
 }
@@ -491,6 +656,7 @@ mod tests {
             connections: 64,
             client: Client::Wrk,
             pipeline: None,
+            rate: None,
             runs: run
                 .into_iter()
                 .map(|(rps, syscalls, submissions)| Run {

@@ -1,6 +1,6 @@
-//! The ab and wrk parsers, on outputs captured from real runs (tests/fixtures).
+//! The ab, wrk and oha parsers, on outputs captured from real runs (tests/fixtures).
 
-use bench::client::{parse_ab, parse_wrk};
+use bench::client::{parse_ab, parse_oha, parse_wrk};
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -62,4 +62,34 @@ fn wrk_counts_non_2xx_and_socket_errors() {
 fn garbage_is_an_error_not_a_zero() {
     assert!(parse_ab("apr_socket_connect(): Connection refused (111)").is_err());
     assert!(parse_wrk("unable to connect to 127.0.0.1:1 Connection refused").is_err());
+}
+
+/// oha 1.16 at `-q 5000 --latency-correction` for 1 s against prefork-eventloop: latencies
+/// arrive in seconds and are kept in milliseconds.
+#[test]
+fn oha_open_loop_run() {
+    let o = parse_oha(&fixture("oha_rate.json")).unwrap();
+    assert_eq!(o.requests, 4996);
+    assert!((o.rps - 4987.47).abs() < 0.01);
+    assert_eq!((o.failed, o.non_2xx, o.timeouts), (0, 0, 0));
+    let ms = |v: Option<f64>| (v.unwrap() * 1e3).round() / 1e3;
+    assert_eq!(ms(o.p50_ms), 0.092);
+    assert_eq!(ms(o.p90_ms), 0.189);
+    assert_eq!(ms(o.p99_ms), 0.379);
+    assert_eq!(ms(o.p999_ms), 0.654);
+    assert_eq!(ms(o.max_ms), 0.705);
+}
+
+/// Every request refused: no responses, each error counted.
+#[test]
+fn oha_counts_errors_apart_from_responses() {
+    let o = parse_oha(&fixture("oha_refused.json")).unwrap();
+    assert_eq!(o.requests, 0);
+    assert_eq!(o.failed, 10);
+    assert_eq!(o.rps, 0.0, "attempts that failed are not throughput");
+}
+
+#[test]
+fn oha_without_a_report_is_an_error() {
+    assert!(parse_oha("error: connection refused").is_err());
 }

@@ -161,10 +161,10 @@ fn fidelity_prints_a_row_per_model_and_peer() {
 /// checked is that the cells run and the column carries predicted · model · original.
 #[test]
 fn fidelity_measures_scaling_with_two_server_cpus() {
-    if common::cli::allowed_cpus().len() < 2 {
-        eprintln!("fidelity_measures_scaling_with_two_server_cpus: needs 2 CPUs, skipped");
-        return;
-    }
+    assert!(
+        common::cli::allowed_cpus().len() >= 2,
+        "the harness needs two CPUs, one for the server and one for the client"
+    );
     let out = std::env::temp_dir().join(format!("archzoo-scaling-{}", std::process::id()));
     let stdout = bench(&[
         "--fidelity",
@@ -188,6 +188,89 @@ fn fidelity_measures_scaling_with_two_server_cpus() {
         "{row}"
     );
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--rate`: every cell runs open-loop at each offered rate with oha (scripts/test
+/// installs it), the table says what was offered and achieved and the latency spread, and
+/// the latency-vs-load chart is written.
+#[test]
+fn rate_runs_the_open_loop_at_each_offered_rate() {
+    let out = std::env::temp_dir().join(format!("archzoo-rate-{}", std::process::id()));
+    let stdout = bench(&[
+        "--quick",
+        "--variants",
+        "prefork-eventloop",
+        "--keepalive",
+        "on",
+        "--rate",
+        "500,1000",
+        "-c",
+        "8",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(
+        stdout.contains("| offered req/s | achieved | p50 · p90 · p99.9 · max ms |"),
+        "{stdout}"
+    );
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| prefork-eventloop |"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (row, rate) in rows.iter().zip(["500", "1000"]) {
+        assert!(row.contains(&format!("| {rate} |")), "{row}");
+        // A server this fast keeps up with a rate this low: no shortfall.
+        assert!(!row.contains("SHORTFALL"), "{row}");
+    }
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let chart = std::fs::read_to_string(dir.join("latency_plaintext_ka-on.svg")).unwrap();
+    assert!(chart.contains("prefork-eventloop"), "the line is labelled");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--slo`: the capacity search ends (bounded probes), names a capacity or says why not,
+/// and lists its probes.
+#[test]
+fn slo_finds_a_capacity_within_its_probe_bound() {
+    let out = std::env::temp_dir().join(format!("archzoo-slo-{}", std::process::id()));
+    let stdout = bench(&[
+        "--quick",
+        "--variants",
+        "prefork-blocking",
+        "--workers",
+        "1",
+        "--workloads",
+        "sleep",
+        "--keepalive",
+        "off",
+        "-c",
+        "4",
+        "--slo",
+        "p99=100ms",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    let _ = std::fs::remove_dir_all(&out);
+    // One blocking worker at /sleep?ms=20 serves at most 50 req/s: 1,000 offered misses,
+    // and halving from there finds the rate it keeps.
+    let row = row(&stdout, "prefork-blocking");
+    let cols: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+    assert!(cols[8].contains("1000 ✗"), "{row}");
+    let capacity: f64 = cols[5].parse().unwrap_or_else(|_| panic!("{row}"));
+    assert!(capacity > 0.0 && capacity <= 50.0, "{row}");
+    assert!(
+        cols[8]
+            .split(' ')
+            .filter(|p| p.parse::<u32>().is_ok())
+            .count()
+            <= 14
+    );
 }
 
 /// A peer that cannot start is one clear failure in its cell, not a hang or a crash.
