@@ -197,7 +197,7 @@ pub fn run(plan: &Plan, servers: &[Server], spec: &CellSpec, slo: &Target) -> (S
             (None, None) => {
                 let _ = writeln!(
                     out,
-                    "{head} under {} | | | {} |",
+                    "{head} < {} | | | {} |",
                     missed.unwrap_or(START),
                     probes.join(" ")
                 );

@@ -43,6 +43,7 @@ mod hyper_codec;
 
 use std::io;
 use std::net::TcpListener as StdListener;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::Duration;
@@ -55,7 +56,7 @@ use common::listener::{ListenOptions, ACCEPT_BACKOFF};
 use common::registry::{ConnRegistry, Tracked};
 use common::{linger, stats, supervisor};
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -308,12 +309,33 @@ async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, confi
 /// borrows only now: an idle connection's task is its state machine and the socket, not a
 /// 4 KiB buffer parked across the wait (see `codec::buffers`). Polled by hand rather than
 /// through `readable()`, whose waiter would add 150 bytes to every connection's future.
+///
+/// A short read means the socket is drained, so it clears the readiness as tokio's own
+/// `read` does (through `try_io`, which clears it when its closure says `WouldBlock`):
+/// the next wait then parks at once instead of paying a `recvfrom` that finds nothing —
+/// measured: 2 `recvfrom` per keep-alive request without this, 1 with it.
 async fn read_when_ready(stream: &TcpStream, conn: &mut Conn) -> io::Result<usize> {
     std::future::poll_fn(|cx| loop {
         if let Err(e) = std::task::ready!(stream.poll_read_ready(cx)) {
             return Poll::Ready(Err(e));
         }
-        match stream.try_read(conn.read_buf()) {
+        let mut short = 0;
+        let read = stream.try_io(Interest::READABLE, || {
+            let buf = conn.read_buf();
+            let room = buf.len();
+            // SAFETY: recv writes at most `room` bytes into `buf`, borrowed for the call.
+            let n = unsafe { libc::recv(stream.as_raw_fd(), buf.as_mut_ptr().cast(), room, 0) };
+            let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+            if n > 0 && n < room {
+                short = n;
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        match read {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && short > 0 => {
+                return Poll::Ready(Ok(short));
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => conn.unread(),
             read => return Poll::Ready(read),
         }
