@@ -311,6 +311,7 @@ mod tests {
                 involuntary_switches_per_req: None,
                 syscalls_per_req: None,
                 uring_submissions_per_req: None,
+                syscalls_by_name: Vec::new(),
                 verdict: Verdict::ClientBound,
                 command: String::new(),
             }],

@@ -261,7 +261,7 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
     let (code, client_cpu) = launch::wait_pinned(&mut child, limit);
     let wall = started.elapsed().as_secs_f64();
     let after = server_pids.map(procfs::usage);
-    let (syscalls, submissions) = perf.map_or((None, None), perf::stop);
+    let counts = perf.map(perf::stop).unwrap_or_default();
     let text = reader.join().unwrap_or_default();
     let outcome = match load.client {
         Client::Ab => client::parse_ab(&text),
@@ -281,8 +281,13 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
         server_cpu_us_per_req: spent.and_then(|s| per_req(s.cpu_secs * 1e6)),
         voluntary_switches_per_req: spent.and_then(|s| per_req(s.voluntary_switches as f64)),
         involuntary_switches_per_req: spent.and_then(|s| per_req(s.involuntary_switches as f64)),
-        syscalls_per_req: syscalls.and_then(|n| per_req(n as f64)),
-        uring_submissions_per_req: submissions.and_then(|n| per_req(n as f64)),
+        syscalls_per_req: counts.syscalls.and_then(|n| per_req(n as f64)),
+        uring_submissions_per_req: counts.submissions.and_then(|n| per_req(n as f64)),
+        syscalls_by_name: counts
+            .by_name
+            .iter()
+            .filter_map(|(name, n)| Some((name.clone(), per_req(*n as f64)?)))
+            .collect(),
         verdict: report::verdict(server_cpu_pct, client_cpu_pct),
         server_cpu_pct,
         client_cpu_pct,

@@ -61,6 +61,8 @@ pub struct Run {
     /// io_uring submissions per request (`--syscalls`, where perf can count them): work
     /// handed to the kernel without a system call of its own.
     pub uring_submissions_per_req: Option<f64>,
+    /// System calls per request by name (`--syscalls`), most frequent first.
+    pub syscalls_by_name: Vec<(String, f64)>,
     pub verdict: Verdict,
     pub command: String,
 }
@@ -326,6 +328,7 @@ pub fn markdown(cells: &[Cell]) -> String {
             let _ = writeln!(out, "{} (`{}`): {}.", w.name, w.path, w.shows);
         }
     }
+    out.push_str(&by_name(cells));
     for cell in cells {
         for note in &cell.notes {
             let _ = writeln!(
@@ -337,6 +340,39 @@ pub fn markdown(cells: &[Cell]) -> String {
                 cell.connections
             );
         }
+    }
+    out
+}
+
+/// The system calls of each cell's median run by name, per request (`--syscalls`): the
+/// ones at 0.01 a request or more, most frequent first. Empty without them.
+pub fn by_name(cells: &[Cell]) -> String {
+    let mut out = String::new();
+    for cell in cells {
+        let Some(run) = cell.median().filter(|r| !r.syscalls_by_name.is_empty()) else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str("\nsystem calls per request, by name (perf stat, syscalls:sys_enter_*):\n\n| variant | workload | keep-alive | c | by name |\n|---|---|---|---:|---|\n");
+        }
+        let names: Vec<String> = run
+            .syscalls_by_name
+            .iter()
+            .filter(|(_, n)| *n >= 0.01)
+            .map(|(name, n)| format!("{name} {n:.2}"))
+            .collect();
+        let c = match cell.pipeline {
+            Some(p) => format!("{} ×{p}", cell.connections),
+            None => cell.connections.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {c} | {} |",
+            cell.variant,
+            cell.workload,
+            if cell.keep_alive { "on" } else { "off" },
+            names.join(" · ")
+        );
     }
     out
 }
@@ -374,6 +410,8 @@ struct CsvRow<'a> {
     involuntary_switches_per_req: Option<String>,
     syscalls_per_req: Option<String>,
     uring_submissions_per_req: Option<String>,
+    /// `name=per_request` pairs, `;`-separated (`--syscalls`).
+    syscalls_by_name: String,
     peak_rss_kib: Option<u64>,
     imbalance: Option<String>,
     verdict: &'a str,
@@ -414,6 +452,13 @@ impl<'a> CsvRow<'a> {
             involuntary_switches_per_req: num(run.and_then(|r| r.involuntary_switches_per_req)),
             syscalls_per_req: num(run.and_then(|r| r.syscalls_per_req)),
             uring_submissions_per_req: num(run.and_then(|r| r.uring_submissions_per_req)),
+            syscalls_by_name: run.map_or(String::new(), |r| {
+                r.syscalls_by_name
+                    .iter()
+                    .map(|(name, n)| format!("{name}={n:.4}"))
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
             peak_rss_kib: cell.peak_rss_kib,
             imbalance: num(cell.imbalance()),
             verdict: run.map_or("", |r| r.verdict.label()),
@@ -673,6 +718,7 @@ mod tests {
                     involuntary_switches_per_req: None,
                     syscalls_per_req: syscalls,
                     uring_submissions_per_req: submissions,
+                    syscalls_by_name: Vec::new(),
                     verdict: Verdict::ClientBound,
                     command: String::new(),
                 })

@@ -273,6 +273,46 @@ fn slo_finds_a_capacity_within_its_probe_bound() {
     );
 }
 
+/// `--syscalls` counts the server's system calls in all and by name (perf, which
+/// scripts/test does not need to install: the machines here have it; a missing perf is
+/// one clear line, tested by the harness's own check): an epoll server answering
+/// keep-alive requests reads and writes about once a request.
+#[test]
+fn syscalls_are_counted_by_name() {
+    let out = std::env::temp_dir().join(format!("archzoo-sys-{}", std::process::id()));
+    let stdout = bench(&[
+        "--quick",
+        "--syscalls",
+        "--variants",
+        "prefork-eventloop",
+        "--keepalive",
+        "on",
+        "--client",
+        "wrk",
+        "-c",
+        "16",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    let _ = std::fs::remove_dir_all(&out);
+    let line = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("system calls per request, by name"))
+        .find(|l| l.starts_with("| prefork-eventloop |"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let by_name = line.trim_matches('|').rsplit('|').next().unwrap_or("");
+    let per = |name: &str| -> f64 {
+        by_name
+            .split(" · ")
+            .filter_map(|part| part.trim().split_once(' '))
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    assert!((0.5..1.5).contains(&per("recvfrom")), "{line}");
+    assert!((0.5..1.5).contains(&per("sendto")), "{line}");
+}
+
 /// A peer that cannot start is one clear failure in its cell, not a hang or a crash.
 #[test]
 fn a_peer_that_does_not_start_fails_its_cell_clearly() {
