@@ -270,12 +270,18 @@ pub fn parse_oha(text: &str) -> Result<Outcome, String> {
     })
 }
 
-/// A wrk latency such as `182.00us`, `1.37ms` or `2.01s`, in milliseconds.
+/// The wrk latency after `label`, in milliseconds.
 fn latency(text: &str, label: &str) -> Option<f64> {
-    let value = text
-        .lines()
-        .find_map(|l| l.trim_start().strip_prefix(label))?
-        .trim();
+    millis(
+        text.lines()
+            .find_map(|l| l.trim_start().strip_prefix(label))?
+            .trim(),
+    )
+}
+
+/// A time such as `182.00us`, `1.37ms` or `2.01s` (wrk's latencies, `--slo`'s targets),
+/// in milliseconds.
+pub fn millis(value: &str) -> Option<f64> {
     let (number, scale) = if let Some(v) = value.strip_suffix("us") {
         (v, 0.001)
     } else if let Some(v) = value.strip_suffix("ms") {

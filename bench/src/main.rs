@@ -441,6 +441,10 @@ fn main() {
 fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell]) {
     let dir = args.out.join(timestamp());
     let meta = serde_json::json!({
+        "slo": args.slo.map(|t| serde_json::json!({
+            "percentile": t.percentile,
+            "limit_ms": t.limit_ms,
+        })),
         "machine": procfs::machine(),
         "started_by": std::env::args().collect::<Vec<_>>().join(" "),
         "server_cpus": plan.server_cpus,

@@ -139,6 +139,23 @@ impl Cell {
         })
     }
 
+    /// `on` or `off`, as the tables write keep-alive.
+    pub fn keep_alive_label(&self) -> &'static str {
+        if self.keep_alive {
+            "on"
+        } else {
+            "off"
+        }
+    }
+
+    /// Client connections as the tables write them: `64`, or `64 ×16` when pipelined.
+    pub fn connections_label(&self) -> String {
+        match self.pipeline {
+            Some(p) => format!("{} ×{p}", self.connections),
+            None => self.connections.to_string(),
+        }
+    }
+
     /// Achieved ÷ offered rate of the median run, when an open-loop cell reached less
     /// than [`SHORTFALL`] of what it offered.
     pub fn shortfall(&self) -> Option<f64> {
@@ -205,6 +222,8 @@ pub fn markdown(cells: &[Cell]) -> String {
             ("offered req/s", true),
             ("achieved", true),
             ("p50 · p90 · p99.9 · max ms", true),
+            ("CPU % server · client", true),
+            ("errors", true),
         ]);
     }
     columns.extend([("verdict", false), ("imbalance", true)]);
@@ -223,11 +242,8 @@ pub fn markdown(cells: &[Cell]) -> String {
             .collect::<String>()
     );
     for cell in cells {
-        let ka = if cell.keep_alive { "on" } else { "off" };
-        let c = match cell.pipeline {
-            Some(p) => format!("{} ×{p}", cell.connections),
-            None => cell.connections.to_string(),
-        };
+        let ka = cell.keep_alive_label();
+        let c = cell.connections_label();
         let head = format!(
             "| {} | {} | {} | {} | {} | {ka} | {c} |",
             cell.variant, cell.model, cell.stack, cell.workers, cell.workload
@@ -280,7 +296,7 @@ pub fn markdown(cells: &[Cell]) -> String {
             let o = &run.outcome;
             let _ = write!(
                 latency,
-                " {} | {} | {} · {} · {} · {} |",
+                " {} | {} | {} · {} · {} · {} | {} · {:.0} | {} |",
                 cell.rate.map_or("–".into(), |r| r.to_string()),
                 cell.rate.map_or("–".into(), |r| format!(
                     "{:.0} %",
@@ -290,6 +306,9 @@ pub fn markdown(cells: &[Cell]) -> String {
                 opt(o.p90_ms, 2),
                 opt(o.p999_ms, 2),
                 opt(o.max_ms, 2),
+                opt(run.server_cpu_pct, 0),
+                run.client_cpu_pct,
+                o.failed + o.non_2xx + o.timeouts,
             );
         }
         let mut sys = String::new();
@@ -336,7 +355,7 @@ pub fn markdown(cells: &[Cell]) -> String {
                 "note ({} {}, keep-alive {}, c={}): {note}",
                 cell.variant,
                 cell.workload,
-                if cell.keep_alive { "on" } else { "off" },
+                cell.keep_alive_label(),
                 cell.connections
             );
         }
@@ -361,16 +380,13 @@ pub fn by_name(cells: &[Cell]) -> String {
             .filter(|(_, n)| *n >= 0.01)
             .map(|(name, n)| format!("{name} {n:.2}"))
             .collect();
-        let c = match cell.pipeline {
-            Some(p) => format!("{} ×{p}", cell.connections),
-            None => cell.connections.to_string(),
-        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {c} | {} |",
+            "| {} | {} | {} | {} | {} |",
             cell.variant,
             cell.workload,
-            if cell.keep_alive { "on" } else { "off" },
+            cell.keep_alive_label(),
+            cell.connections_label(),
             names.join(" · ")
         );
     }
@@ -471,6 +487,10 @@ impl<'a> CsvRow<'a> {
 /// Writes results.json, results.csv and the SVG charts into `dir`.
 pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // An --slo run's target, drawn across its curves when it is a p99 one.
+    let slo_ms = (meta["slo"]["percentile"].as_f64() == Some(99.0))
+        .then(|| meta["slo"]["limit_ms"].as_f64())
+        .flatten();
     let json = serde_json::json!({ "meta": meta, "cells": cells });
     let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("results.json"), text).map_err(|e| e.to_string())?;
@@ -510,7 +530,7 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
         "req/s",
         &rps,
     )?;
-    latency_charts(dir, cells)?;
+    latency_charts(dir, cells, slo_ms)?;
     let cpu: Vec<(String, f64)> = measured
         .iter()
         .filter_map(|c| Some((label(c), c.median()?.server_cpu_us_per_req?)))
@@ -532,8 +552,9 @@ type LoadPoint = (f64, f64, bool);
 
 /// Latency against load, one SVG per workload and keep-alive mode that ran the open loop
 /// (`latency_<workload>_ka-<on|off>.svg`): x the offered rate, y the corrected p99 on a log
-/// scale, a line per server; a shortfall point is drawn hollow (the rate was not reached).
-fn latency_charts(dir: &Path, cells: &[Cell]) -> Result<(), String> {
+/// scale, a line per server; a shortfall point is drawn hollow (the rate was not reached);
+/// an `--slo` p99 target is a dashed horizontal line.
+fn latency_charts(dir: &Path, cells: &[Cell], slo_ms: Option<f64>) -> Result<(), String> {
     use plotters::prelude::*;
     let mut groups: Vec<(String, bool)> = Vec::new();
     for c in cells
@@ -575,6 +596,7 @@ fn latency_charts(dir: &Path, cells: &[Cell]) -> Result<(), String> {
         let (ymin, ymax) = lines
             .iter()
             .flat_map(|l| l.1.iter().map(|p| p.1))
+            .chain(slo_ms)
             .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
                 (lo.min(y), hi.max(y))
             });
@@ -618,6 +640,18 @@ fn latency_charts(dir: &Path, cells: &[Cell]) -> Result<(), String> {
                     Circle::new((x, y), 4, style)
                 }))
                 .map_err(|e| err(&e))?;
+        }
+        if let Some(limit) = slo_ms {
+            // Dashes drawn as short segments: the target every curve is read against.
+            let step = xmax / 60.0;
+            chart
+                .draw_series((0..60).step_by(2).map(|i| {
+                    let x = f64::from(i) * step;
+                    PathElement::new([(x, limit), (x + step, limit)], RED.stroke_width(2))
+                }))
+                .map_err(|e| err(&e))?
+                .label(format!("target p99 ≤ {limit} ms"))
+                .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], RED));
         }
         chart
             .configure_series_labels()

@@ -47,16 +47,7 @@ impl FromStr for Target {
                 "--slo: the percentiles measured are p50, p90, p99 and p99.9, not p{percentile}"
             ));
         }
-        let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
-            (n, 1.0)
-        } else if let Some(n) = t.strip_suffix("us") {
-            (n, 0.001)
-        } else if let Some(n) = t.strip_suffix('s') {
-            (n, 1000.0)
-        } else {
-            return Err(bad());
-        };
-        let limit_ms = number.parse::<f64>().map_err(|_| bad())? * scale;
+        let limit_ms = crate::client::millis(t).ok_or_else(bad)?;
         if limit_ms <= 0.0 {
             return Err(bad());
         }

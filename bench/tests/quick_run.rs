@@ -256,6 +256,18 @@ fn slo_finds_a_capacity_within_its_probe_bound() {
         "--out",
         &out.display().to_string(),
     ]);
+    // The probes are drawn against load, with the target across them.
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let chart = std::fs::read_to_string(dir.join("latency_sleep_ka-off.svg")).unwrap();
+    assert!(
+        chart.contains("target p99 ≤ 100 ms"),
+        "the SLO line is labelled"
+    );
     let _ = std::fs::remove_dir_all(&out);
     // One blocking worker at /sleep?ms=20 serves at most 50 req/s: 1,000 offered misses,
     // and halving from there finds the rate it keeps.
