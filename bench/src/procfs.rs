@@ -140,8 +140,8 @@ pub fn worker_cpu(pids: &[i32], rule: Workers) -> Result<Vec<(i32, f64)>, String
     }
 }
 
-/// The CPU each of the `n` busiest threads spent between two [`thread_cpu`] readings,
-/// busiest first (a thread born in between counts from zero).
+/// The CPU each of the `n` busiest workers spent between two [`worker_cpu`] readings,
+/// busiest first (a worker born in between counts from zero).
 pub fn busiest(before: &[(i32, f64)], after: &[(i32, f64)], n: usize) -> Vec<f64> {
     let mut spent: Vec<f64> = after
         .iter()

@@ -226,11 +226,11 @@ pub enum Action {
     Forward,
 }
 
-/// Client connections keyed by their epoll token, with their timers.
 /// Most connection entries reserved up front (see [`ConnTable::with_capacity`]): the
 /// descriptor limit of a process (`fs.nr_open`'s default); past it the table grows.
 const MAX_RESERVED: usize = 1 << 20;
 
+/// Client connections keyed by their epoll token, with their timers.
 pub struct ConnTable<M: Mode = Answer> {
     conns: Slab<EvConn<TcpStream, M>>,
     /// (due, key, connection id), earliest first.

@@ -20,7 +20,8 @@
 
 use std::cell::RefCell;
 
-/// Size of an input buffer when lent, and of the output buffers the pool keeps.
+/// Size of a new input buffer, and room of a new output buffer; grown ones are kept up to
+/// [`MAX_KEPT`].
 pub(super) const SIZE: usize = 4 * 1024;
 
 /// Most buffers of each kind one thread keeps for reuse.
@@ -31,9 +32,9 @@ const KEEP: usize = 64;
 const MAX_KEPT: usize = 16 * 1024;
 
 struct Pool {
-    /// Input buffers: `SIZE` bytes long, initialised, contents meaningless.
+    /// Input buffers: `SIZE..=MAX_KEPT` bytes long, initialised, contents meaningless.
     input: Vec<Vec<u8>>,
-    /// Output buffers: empty, `SIZE` bytes of capacity.
+    /// Output buffers: empty, `SIZE..=MAX_KEPT` bytes of capacity.
     output: Vec<Vec<u8>>,
 }
 
@@ -90,7 +91,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_returned_buffer_is_lent_again_and_grown_ones_are_freed() {
+    fn a_returned_buffer_is_lent_again_and_only_huge_ones_are_freed() {
         let mut a = take_input();
         assert_eq!(a.len(), SIZE);
         let ptr = a.as_ptr();
