@@ -39,18 +39,6 @@ const PER_SOURCE: usize = 25_000;
 /// Descriptors kept free besides the connections (the server's listeners, pipes, files).
 const SPARE_FDS: u64 = 1_000;
 
-/// Resident memory (VmRSS) summed over `pids`, in KiB.
-fn rss_kib(pids: &[i32]) -> u64 {
-    pids.iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .sum()
-}
-
 /// Raises this process's descriptor limit to `need` (soft, and hard where permitted), so
 /// that it and the servers it starts can hold the connections; the limit that stops it
 /// otherwise, in one line.
@@ -213,8 +201,7 @@ pub fn run(
             round(&mut burst);
         }
         std::thread::sleep(Duration::from_millis(300));
-        let pids = crate::procfs::tree(server.pid());
-        let before = rss_kib(&pids);
+        let before = server.rss_kib();
         // Opened a wave at a time, each wave answered before the next opens: a listen
         // queue (nginx's is 511 long) is never asked to hold more than one wave.
         let mut conns: Vec<TcpStream> = Vec::with_capacity(n);
@@ -238,7 +225,7 @@ pub fn run(
         }
         // Let the allocator settle what the burst left (returned buffers, freed pages).
         std::thread::sleep(Duration::from_millis(300) + Duration::from_micros(10 * n as u64));
-        let after = rss_kib(&crate::procfs::tree(server.pid()));
+        let after = server.rss_kib();
         let answering = Instant::now();
         let second = round(&mut conns);
         let round_s = answering.elapsed().as_secs_f64();

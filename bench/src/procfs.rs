@@ -3,6 +3,9 @@
 
 use std::fs;
 
+use std::path::Path;
+
+use variants::launch;
 use variants::peers::Workers;
 
 /// CPU time and context switches of a set of processes (all their threads).
@@ -39,14 +42,12 @@ fn clock_ticks() -> f64 {
     }
 }
 
-/// Fields of /proc/PID/stat after the command name (which may contain spaces).
+/// Fields of /proc/PID/stat after the command name.
 fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &text[text.rfind(')')? + 2..];
-    Some(after.split_whitespace().map(str::to_string).collect())
+    launch::stat_fields(Path::new(&format!("/proc/{pid}")))
 }
 
-pub use variants::launch::tree;
+pub use launch::tree;
 
 /// CPU time of the processes (every thread included: the process-level stat sums them)
 /// and context switches summed over each of their threads.
@@ -54,12 +55,7 @@ pub fn usage(pids: &[i32]) -> Usage {
     let ticks = clock_ticks();
     let mut total = Usage::default();
     for &pid in pids {
-        if let Some(f) = stat_fields(pid) {
-            // utime and stime are fields 14 and 15 of stat; 12 and 13 after the name.
-            let utime: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-            let stime: f64 = f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-            total.cpu_secs += (utime + stime) / ticks;
-        }
+        total.cpu_secs += cpu_of(Path::new(&format!("/proc/{pid}")), ticks).unwrap_or(0.0);
         let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
             continue;
         };
@@ -81,11 +77,9 @@ pub fn usage(pids: &[i32]) -> Usage {
 }
 
 /// utime + stime of one process (all its threads) or one thread (`/proc/PID/task/TID`),
-/// in seconds, from the stat file under `dir`.
-fn cpu_of(dir: &std::path::Path, ticks: f64) -> Option<f64> {
-    let text = fs::read_to_string(dir.join("stat")).ok()?;
-    let after = text.get(text.rfind(')')? + 2..)?;
-    let f: Vec<&str> = after.split_whitespace().collect();
+/// in seconds.
+fn cpu_of(dir: &Path, ticks: f64) -> Option<f64> {
+    let f = launch::stat_fields(dir)?;
     let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     Some((field(11) + field(12)) / ticks)
 }
@@ -105,12 +99,7 @@ pub fn worker_cpu(pids: &[i32], rule: Workers) -> Result<Vec<(i32, f64)>, String
     let per_process = |chosen: &[i32]| {
         chosen
             .iter()
-            .filter_map(|&p| {
-                Some((
-                    p,
-                    cpu_of(std::path::Path::new(&format!("/proc/{p}")), ticks)?,
-                ))
-            })
+            .filter_map(|&p| Some((p, cpu_of(Path::new(&format!("/proc/{p}")), ticks)?)))
             .collect()
     };
     match rule {
@@ -157,14 +146,7 @@ pub fn busiest(before: &[(i32, f64)], after: &[(i32, f64)], n: usize) -> Vec<f64
 
 /// Peak resident memory (VmHWM) summed over the processes, in KiB.
 pub fn peak_rss_kib(pids: &[i32]) -> u64 {
-    pids.iter()
-        .filter_map(|pid| fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .sum()
+    launch::status_kib(pids, "VmHWM")
 }
 
 /// The machine, for the results file: CPU model, CPU count, kernel.

@@ -147,31 +147,32 @@ pub struct Launch {
     max_files: Option<(u64, u64)>,
 }
 
+/// The fields of `dir/stat` (`/proc/PID` or `/proc/PID/task/TID`) after the command name,
+/// which may hold spaces: state is 0, ppid 1, pgrp 2, utime 11, stime 12.
+pub fn stat_fields(dir: &Path) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(dir.join("stat")).ok()?;
+    let after = text.get(text.rfind(')')? + 2..)?;
+    Some(after.split_whitespace().map(str::to_string).collect())
+}
+
+/// The pids in /proc, each with its stat fields.
+fn processes() -> impl Iterator<Item = (i32, Vec<String>)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            Some((pid, stat_fields(&entry.path())?))
+        })
+}
+
 /// `root` and every process descended from it (workers forked by a master, a front
 /// server's back end), from the parent pids in /proc.
 pub fn tree(root: i32) -> Vec<i32> {
-    let mut parents: Vec<(i32, i32)> = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the name: state(0) ppid(1) …
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat.get(i + 2..))
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<i32>().ok());
-        if let Some(ppid) = ppid {
-            parents.push((pid, ppid));
-        }
-    }
+    let parents: Vec<(i32, i32)> = processes()
+        .filter_map(|(pid, f)| Some((pid, f.get(1)?.parse::<i32>().ok()?)))
+        .collect();
     let mut found = vec![root];
     let mut i = 0;
     while i < found.len() {
@@ -189,13 +190,22 @@ pub fn tree(root: i32) -> Vec<i32> {
 
 /// True while `pid` runs (a zombie, dead and not yet reaped, does not count).
 pub fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = stat.get(stat.rfind(')')? + 2..)?;
-            rest.split_whitespace().next().map(|state| state != "Z")
+    stat_fields(Path::new(&format!("/proc/{pid}")))
+        .is_some_and(|f| f.first().is_some_and(|state| state != "Z"))
+}
+
+/// `field` (a memory figure of /proc/PID/status such as `VmRSS` or `VmHWM`) summed over
+/// `pids`, in KiB.
+pub fn status_kib(pids: &[i32], field: &str) -> u64 {
+    let label = format!("{field}:");
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find(|l| l.starts_with(&label))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         })
-        .unwrap_or(false)
+        .sum()
 }
 
 /// A free loopback port for a server that cannot be told to pick one (a peer): bound and
@@ -469,35 +479,18 @@ impl Server {
     pub fn cpu_seconds(&self) -> f64 {
         // SAFETY: sysconf has no preconditions.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        self.group_sum(|t| (t(11) + t(12)) / ticks)
+        let field = |f: &[String], i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
+        processes()
+            .filter(|(_, f)| f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(self.pid()))
+            .map(|(_, f)| (field(&f, 11).unwrap_or(0.0) + field(&f, 12).unwrap_or(0.0)) / ticks)
+            .sum()
     }
 
-    /// Resident memory of every process of the server's group, in KiB: what its
-    /// connections cost, summed the way `bench --idle-conns` sums it.
-    pub fn rss_kib(&self) -> f64 {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as f64;
-        self.group_sum(|t| t(21) * page / 1024.0)
-    }
-
-    /// `figure` of each process in the server's group, summed; `figure` reads the fields
-    /// of /proc/PID/stat after the command name by index (state is 0, ppid 1, pgrp 2, …).
-    fn group_sum(&self, figure: impl Fn(&dyn Fn(usize) -> f64) -> f64) -> f64 {
-        let mut total = 0.0;
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-                continue;
-            };
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            if f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(self.pid()) {
-                let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-                total += figure(&t);
-            }
-        }
-        total
+    /// Resident memory (VmRSS) of the server and every process descended from it, in
+    /// KiB: what its connections cost (a process that left the group, as php-fpm's
+    /// master does, is still its child).
+    pub fn rss_kib(&self) -> u64 {
+        status_kib(&tree(self.pid()), "VmRSS")
     }
 }
 

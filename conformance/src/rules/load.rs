@@ -93,7 +93,7 @@ pub fn idle_connections_stay_cheap(s: &Spec) {
         wave(&mut idle[from..]);
     }
     std::thread::sleep(Duration::from_millis(300));
-    let per_conn = (server.rss_kib() - before).max(0.0) * 1024.0 / IDLE_CONNS as f64;
+    let per_conn = server.rss_kib().saturating_sub(before) as f64 * 1024.0 / IDLE_CONNS as f64;
     assert!(
         per_conn <= s.idle_bytes as f64,
         "{}: {per_conn:.0} bytes per idle connection, over its bound of {}",
