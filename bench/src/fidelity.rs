@@ -279,8 +279,8 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::{Client, Outcome};
-    use crate::report::{Run, Verdict};
+    use crate::client::Client;
+    use crate::report::Run;
 
     /// A measured cell of signature `s`: `rps`, 5 µs a request, its workers' CPU.
     fn measured(name: &str, s: Signature, rps: f64, worker_cpu_secs: &[f64]) -> Cell {
@@ -297,24 +297,7 @@ mod tests {
             client: Client::Ab,
             pipeline: None,
             rate: None,
-            runs: vec![Run {
-                outcome: Outcome {
-                    requests: 1000,
-                    rps,
-                    ..Outcome::default()
-                },
-                wall_secs: 1.0,
-                server_cpu_pct: Some(50.0),
-                client_cpu_pct: 99.0,
-                server_cpu_us_per_req: Some(5.0),
-                voluntary_switches_per_req: None,
-                involuntary_switches_per_req: None,
-                syscalls_per_req: None,
-                uring_submissions_per_req: None,
-                syscalls_by_name: Vec::new(),
-                verdict: Verdict::ClientBound,
-                command: String::new(),
-            }],
+            runs: vec![Run::sample(rps, 5.0)],
             failure: None,
             peak_rss_kib: None,
             worker_requests: Vec::new(),

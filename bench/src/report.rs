@@ -116,27 +116,16 @@ impl Cell {
 
     /// Busiest worker's requests ÷ the mean: 1.0 is a perfect spread.
     pub fn imbalance(&self) -> Option<f64> {
-        if self.worker_requests.len() < 2 {
-            return None;
-        }
-        let max = *self.worker_requests.iter().max()? as f64;
-        let mean =
-            self.worker_requests.iter().sum::<u64>() as f64 / self.worker_requests.len() as f64;
-        (mean > 0.0).then(|| max / mean)
+        let requests: Vec<f64> = self.worker_requests.iter().map(|&r| r as f64).collect();
+        busiest_over_mean(&requests)
     }
 
     /// How unevenly the work spread over the workers, busiest ÷ mean (1.0 even, `workers`
     /// one worker did everything): from the requests each worker counted where it counts
     /// them (the models' `--stats`), else from each worker's CPU time (a peer).
     pub fn worker_balance(&self) -> Option<f64> {
-        self.imbalance().or_else(|| {
-            if self.worker_cpu_secs.len() < 2 {
-                return None;
-            }
-            let max = self.worker_cpu_secs.iter().copied().fold(0.0, f64::max);
-            let mean = self.worker_cpu_secs.iter().sum::<f64>() / self.worker_cpu_secs.len() as f64;
-            (mean > 0.0).then(|| max / mean)
-        })
+        self.imbalance()
+            .or_else(|| busiest_over_mean(&self.worker_cpu_secs))
     }
 
     /// `on` or `off`, as the tables write keep-alive.
@@ -174,6 +163,16 @@ impl Cell {
             self.rate,
         )
     }
+}
+
+/// The largest of `values` ÷ their mean, for two values or more (one is always even).
+fn busiest_over_mean(values: &[f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let max = values.iter().copied().fold(0.0, f64::max);
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    (mean > 0.0).then(|| max / mean)
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -710,6 +709,32 @@ fn bar_chart(path: &Path, title: &str, unit: &str, rows: &[(String, f64)]) -> Re
 }
 
 #[cfg(test)]
+impl Run {
+    /// A client-bound repetition of 1,000 requests at `rps`, `cpu_us` each, for the tests
+    /// of the tables built from runs.
+    pub(crate) fn sample(rps: f64, cpu_us: f64) -> Run {
+        Run {
+            outcome: Outcome {
+                requests: 1000,
+                rps,
+                ..Outcome::default()
+            },
+            wall_secs: 1.0,
+            server_cpu_pct: Some(50.0),
+            client_cpu_pct: 99.0,
+            server_cpu_us_per_req: Some(cpu_us),
+            voluntary_switches_per_req: None,
+            involuntary_switches_per_req: None,
+            syscalls_per_req: None,
+            uring_submissions_per_req: None,
+            syscalls_by_name: Vec::new(),
+            verdict: Verdict::ClientBound,
+            command: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -739,22 +764,9 @@ mod tests {
             runs: run
                 .into_iter()
                 .map(|(rps, syscalls, submissions)| Run {
-                    outcome: Outcome {
-                        requests: 1000,
-                        rps,
-                        ..Outcome::default()
-                    },
-                    wall_secs: 1.0,
-                    server_cpu_pct: Some(50.0),
-                    client_cpu_pct: 99.0,
-                    server_cpu_us_per_req: Some(4.0),
-                    voluntary_switches_per_req: None,
-                    involuntary_switches_per_req: None,
                     syscalls_per_req: syscalls,
                     uring_submissions_per_req: submissions,
-                    syscalls_by_name: Vec::new(),
-                    verdict: Verdict::ClientBound,
-                    command: String::new(),
+                    ..Run::sample(rps, 4.0)
                 })
                 .collect(),
             failure: run.is_none().then(|| "did not start".into()),
