@@ -5,8 +5,8 @@ use std::process::Command;
 
 #[test]
 fn quick_run_on_one_variant_writes_figures() {
-    let out = std::env::temp_dir().join(format!("archzoo-bench-{}", std::process::id()));
-    let out_arg = out.display().to_string();
+    let out = Out::new("bench");
+    let out_arg = out.arg();
     let stdout = bench(&[
         "--quick",
         "--variants",
@@ -19,12 +19,7 @@ fn quick_run_on_one_variant_writes_figures() {
         &out_arg,
     ]);
     assert!(stdout.contains("| prefork-eventloop |"), "{stdout}");
-    let dir = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = out.run_dir();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     let cell = &json["cells"][0];
@@ -55,7 +50,6 @@ fn quick_run_on_one_variant_writes_figures() {
     );
     assert!(column("server_cpu_us_per_req").parse::<f64>().unwrap() > 0.0);
     assert!(dir.join("req_per_sec.svg").exists() && dir.join("cpu_us_per_req.svg").exists());
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// `--peer NAME=COMMAND` measures any server: here a tiny one written for the test (Python's
@@ -63,8 +57,9 @@ fn quick_run_on_one_variant_writes_figures() {
 /// its whole process group. Its missing headers are reported as a note, not a failure.
 #[test]
 fn a_peer_given_on_the_command_line_is_measured() {
-    let dir = std::env::temp_dir().join(format!("archzoo-peer-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Out::new("peer");
+    let dir = &scratch.0;
+    std::fs::create_dir_all(dir).unwrap();
     let script = dir.join("tiny.py");
     std::fs::write(
         &script,
@@ -112,14 +107,13 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Hello).serve_forever()
         !stdout.contains("| prefork-eventloop |"),
         "only the peer runs: {stdout}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--fidelity` runs the signature cells for a model and the peer beside it and prints the
 /// fidelity table: a row per pair, figures or the reason there are none.
 #[test]
 fn fidelity_prints_a_row_per_model_and_peer() {
-    let out = std::env::temp_dir().join(format!("archzoo-fidelity-{}", std::process::id()));
+    let out = Out::new("fidelity");
     let stdout = bench(&[
         "--fidelity",
         "--quick",
@@ -128,7 +122,7 @@ fn fidelity_prints_a_row_per_model_and_peer() {
         "-c",
         "16",
         "--out",
-        &out.display().to_string(),
+        &out.arg(),
     ]);
     assert!(
         stdout.contains("| model | original | /sleep?ms=20 req/s"),
@@ -152,7 +146,6 @@ fn fidelity_prints_a_row_per_model_and_peer() {
         cols[8].starts_with("n/a (needs ≥ 2 server CPUs") || cols[8].split(" · ").count() == 3,
         "{row}"
     );
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// With two server CPUs the scaling signature is measured: /sum at one worker and at one
@@ -165,7 +158,7 @@ fn fidelity_measures_scaling_with_two_server_cpus() {
         common::cli::allowed_cpus().len() >= 2,
         "the harness needs two CPUs, one for the server and one for the client"
     );
-    let out = std::env::temp_dir().join(format!("archzoo-scaling-{}", std::process::id()));
+    let out = Out::new("scaling");
     let stdout = bench(&[
         "--fidelity",
         "--quick",
@@ -178,7 +171,7 @@ fn fidelity_measures_scaling_with_two_server_cpus() {
         "-c",
         "16",
         "--out",
-        &out.display().to_string(),
+        &out.arg(),
     ]);
     let row = row(&stdout, "prefork-eventloop | node-cluster");
     let cols: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
@@ -187,7 +180,6 @@ fn fidelity_measures_scaling_with_two_server_cpus() {
         figures.len() == 3 && figures[0] == "2" && figures[1].parse::<f64>().is_ok(),
         "{row}"
     );
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// `--rate`: every cell runs open-loop at each offered rate with oha (scripts/test
@@ -195,7 +187,7 @@ fn fidelity_measures_scaling_with_two_server_cpus() {
 /// the latency-vs-load chart is written.
 #[test]
 fn rate_runs_the_open_loop_at_each_offered_rate() {
-    let out = std::env::temp_dir().join(format!("archzoo-rate-{}", std::process::id()));
+    let out = Out::new("rate");
     let stdout = bench(&[
         "--quick",
         "--variants",
@@ -207,7 +199,7 @@ fn rate_runs_the_open_loop_at_each_offered_rate() {
         "-c",
         "8",
         "--out",
-        &out.display().to_string(),
+        &out.arg(),
     ]);
     assert!(
         stdout.contains("| offered req/s | achieved | p50 · p90 · p99.9 · max ms |"),
@@ -223,22 +215,16 @@ fn rate_runs_the_open_loop_at_each_offered_rate() {
         // A server this fast keeps up with a rate this low: no shortfall.
         assert!(!row.contains("SHORTFALL"), "{row}");
     }
-    let dir = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = out.run_dir();
     let chart = std::fs::read_to_string(dir.join("latency_plaintext_ka-on.svg")).unwrap();
     assert!(chart.contains("prefork-eventloop"), "the line is labelled");
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// `--slo`: the capacity search ends (bounded probes), names a capacity or says why not,
 /// and lists its probes.
 #[test]
 fn slo_finds_a_capacity_within_its_probe_bound() {
-    let out = std::env::temp_dir().join(format!("archzoo-slo-{}", std::process::id()));
+    let out = Out::new("slo");
     let stdout = bench(&[
         "--quick",
         "--variants",
@@ -254,21 +240,15 @@ fn slo_finds_a_capacity_within_its_probe_bound() {
         "--slo",
         "p99=100ms",
         "--out",
-        &out.display().to_string(),
+        &out.arg(),
     ]);
     // The probes are drawn against load, with the target across them.
-    let dir = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = out.run_dir();
     let chart = std::fs::read_to_string(dir.join("latency_sleep_ka-off.svg")).unwrap();
     assert!(
         chart.contains("target p99 ≤ 100 ms"),
         "the SLO line is labelled"
     );
-    let _ = std::fs::remove_dir_all(&out);
     // One blocking worker at /sleep?ms=20 serves at most 50 req/s: 1,000 offered misses,
     // and halving from there finds the rate it keeps.
     let row = row(&stdout, "prefork-blocking");
@@ -291,7 +271,7 @@ fn slo_finds_a_capacity_within_its_probe_bound() {
 /// keep-alive requests reads and writes about once a request.
 #[test]
 fn syscalls_are_counted_by_name() {
-    let out = std::env::temp_dir().join(format!("archzoo-sys-{}", std::process::id()));
+    let out = Out::new("sys");
     let stdout = bench(&[
         "--quick",
         "--syscalls",
@@ -304,9 +284,8 @@ fn syscalls_are_counted_by_name() {
         "-c",
         "16",
         "--out",
-        &out.display().to_string(),
+        &out.arg(),
     ]);
-    let _ = std::fs::remove_dir_all(&out);
     let line = stdout
         .lines()
         .skip_while(|l| !l.starts_with("system calls per request, by name"))
@@ -340,6 +319,37 @@ fn a_peer_that_does_not_start_fails_its_cell_clearly() {
         row.contains("FAILED") && row.contains("no such server"),
         "{row}"
     );
+}
+
+/// A test's own scratch directory (its `--out`), removed when the test ends, passed or
+/// failed.
+struct Out(std::path::PathBuf);
+
+impl Out {
+    fn new(test: &str) -> Out {
+        Out(std::env::temp_dir().join(format!("archzoo-{test}-{}", std::process::id())))
+    }
+
+    /// The directory, as a `--out` argument.
+    fn arg(&self) -> String {
+        self.0.display().to_string()
+    }
+
+    /// The one `results/<timestamp>/` a run wrote here.
+    fn run_dir(&self) -> std::path::PathBuf {
+        std::fs::read_dir(&self.0)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    }
+}
+
+impl Drop for Out {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Runs `bench` against the debug server binaries and the test database; returns stdout
