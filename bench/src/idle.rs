@@ -39,40 +39,6 @@ const PER_SOURCE: usize = 25_000;
 /// Descriptors kept free besides the connections (the server's listeners, pipes, files).
 const SPARE_FDS: u64 = 1_000;
 
-/// Raises this process's descriptor limit to `need` (soft, and hard where permitted), so
-/// that it and the servers it starts can hold the connections; the limit that stops it
-/// otherwise, in one line.
-pub fn ensure_fd_limit(need: u64) -> Result<(), String> {
-    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
-    unsafe {
-        let mut limit: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return Err(format!(
-                "cannot read RLIMIT_NOFILE: {}",
-                io::Error::last_os_error()
-            ));
-        }
-        if limit.rlim_cur >= need {
-            return Ok(());
-        }
-        let hard = limit.rlim_max;
-        let raised = libc::rlimit {
-            rlim_cur: need,
-            rlim_max: hard.max(need),
-        };
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-            return Ok(());
-        }
-        let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open").unwrap_or_default();
-        Err(format!(
-            "{need} descriptors needed, RLIMIT_NOFILE hard limit is {hard} and cannot be \
-             raised ({}; fs.nr_open {}): run as root or raise `ulimit -Hn`",
-            io::Error::last_os_error(),
-            nr_open.trim()
-        ))
-    }
-}
-
 /// The loopback source address of connection `i`: 127.0.0.(1 + i / PER_SOURCE).
 fn source(i: usize) -> io::Result<Ipv4Addr> {
     let host = u8::try_from(1 + i / PER_SOURCE)
@@ -150,7 +116,7 @@ pub fn run(
         "| variant | model | idle connections | RSS before (MiB) | RSS after (MiB) | bytes per connection | open (s) | answer round (s) | still answered |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
     );
     // The client's descriptors and the server's, which inherits this limit.
-    if let Err(e) = ensure_fd_limit(n as u64 + SPARE_FDS) {
+    if let Err(e) = common::cli::raise_fd_limit_to(n as u64 + SPARE_FDS) {
         let _ = writeln!(out, "| all | | FAILED: {e} | | | | | | |");
         return out;
     }
@@ -267,10 +233,5 @@ mod tests {
         let _client = connect(from, listener.local_addr().unwrap()).unwrap();
         let (_, peer) = listener.accept().unwrap();
         assert_eq!(peer.ip(), from);
-    }
-
-    #[test]
-    fn a_limit_already_met_is_left_alone() {
-        assert!(ensure_fd_limit(16).is_ok());
     }
 }

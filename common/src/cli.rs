@@ -180,14 +180,49 @@ impl ServerArgs {
 /// Raises the open-file limit to its hard limit: every connection is a descriptor, and
 /// the usual soft limit (1024) is far below what an event-driven server can hold.
 pub fn raise_fd_limit() {
-    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    if let Ok(limit) = fd_limit() {
+        let _ = raise_fd_limit_to(limit.rlim_max);
+    }
+}
+
+/// Raises this process's open-file limit to at least `need` (the hard limit too where it
+/// may, as a privileged process); otherwise the limit that stops it, in one line. Child
+/// processes inherit it (`bench --idle-conns` raises it for itself and its servers).
+pub fn raise_fd_limit_to(need: u64) -> Result<(), String> {
+    let limit = fd_limit()?;
+    if limit.rlim_cur >= need {
+        return Ok(());
+    }
+    let hard = limit.rlim_max;
+    let raised = libc::rlimit {
+        rlim_cur: need,
+        rlim_max: hard.max(need),
+    };
+    // SAFETY: setrlimit with a valid rlimit struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        return Ok(());
+    }
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open").unwrap_or_default();
+    Err(format!(
+        "{need} descriptors needed, RLIMIT_NOFILE hard limit is {hard} and cannot be \
+         raised ({}; fs.nr_open {}): run as root or raise `ulimit -Hn`",
+        std::io::Error::last_os_error(),
+        nr_open.trim()
+    ))
+}
+
+/// The current RLIMIT_NOFILE.
+fn fd_limit() -> Result<libc::rlimit, String> {
+    // SAFETY: getrlimit with a valid rlimit struct to fill.
     unsafe {
         let mut limit: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(format!(
+                "cannot read RLIMIT_NOFILE: {}",
+                std::io::Error::last_os_error()
+            ));
         }
+        Ok(limit)
     }
 }
 
@@ -304,6 +339,11 @@ pub fn announce(arch: &str, addr: SocketAddr, conn: &ConnConfig, details: impl D
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_already_met_is_left_alone() {
+        assert!(raise_fd_limit_to(16).is_ok());
+    }
 
     #[test]
     fn cpu_lists() {
