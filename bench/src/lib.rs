@@ -19,6 +19,8 @@
 //! - [`report`] — the verdict rule, the markdown table, results.json/csv and SVG charts.
 //! - [`matrix`] — one cell of the matrix: start, validate, warm up, measure, stop.
 //! - [`perf`] — `perf stat` around a run: system calls and io_uring submissions.
+//! - [`profile`] — `--profile`: `perf record` samples of an extra repetition, folded and
+//!   drawn as (differential) flame graphs with inferno, and sorted into components.
 //! - `main.rs` — the command line, the plan and the loop over the matrix.
 
 pub mod attack;
@@ -28,6 +30,7 @@ pub mod idle;
 pub mod matrix;
 pub mod perf;
 pub mod procfs;
+pub mod profile;
 pub mod report;
 pub mod server;
 pub mod slo;

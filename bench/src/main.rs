@@ -97,9 +97,18 @@ struct Args {
     /// Measure a server started elsewhere (http://HOST:PORT/) instead of launching one.
     #[arg(long)]
     url: Option<String>,
-    /// Also count server system calls per request with `perf stat`.
+    /// Also count server system calls per request with `perf stat`, in all and by name.
     #[arg(long)]
     syscalls: bool,
+    /// Where the CPU goes: one extra repetition per cell under `perf record` (cpu-clock,
+    /// kernel and user stacks), drawn as a flame graph per cell (results/…/flame/) and
+    /// sorted into kernel, codec, runtime, allocator and libc.
+    #[arg(long)]
+    profile: bool,
+    /// With --profile: a differential flame graph from variant A to variant B for every
+    /// cell they share (red: where B spends more per request).
+    #[arg(long, value_name = "A,B", requires = "profile")]
+    diff: Option<String>,
     /// Where results/<timestamp>/ goes.
     #[arg(long, default_value = "results")]
     out: PathBuf,
@@ -220,6 +229,33 @@ fn main() {
     if args.syscalls && which("perf").is_none() {
         fail("--syscalls needs perf (Debian: apt-get install linux-perf)");
     }
+    if args.profile {
+        if args.url.is_some()
+            || args.slo.is_some()
+            || args.idle_conns.is_some()
+            || args.attack.is_some()
+        {
+            fail("--profile samples the matrix's own servers: not with --url, --slo, --idle-conns or --attack");
+        }
+        if let Err(why) = bench::profile::check(server_cpus[0]) {
+            fail(why);
+        }
+    }
+    let diff: Option<(String, String)> = args.diff.as_deref().map(|pair| {
+        let Some((a, b)) = pair.split_once(',').map(|(a, b)| (a.trim(), b.trim())) else {
+            fail(format!("--diff takes two variants, A,B, not '{pair}'"));
+        };
+        for name in [a, b] {
+            let measured =
+                variants.iter().any(|v| v.name == name) || peers.iter().any(|p| p.name == name);
+            if !measured {
+                fail(format!(
+                    "--diff: '{name}' is not among the servers this run measures"
+                ));
+            }
+        }
+        (a.to_string(), b.to_string())
+    });
     let open_loop = !args.rate.is_empty() || args.slo.is_some();
     let client = if open_loop {
         if args.client != Client::Ab && args.client != Client::Oha {
@@ -264,6 +300,7 @@ fn main() {
         }),
         script: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/pipeline.lua")),
         syscalls: args.syscalls,
+        profile: args.profile,
     };
     eprintln!(
         "bench: server on CPUs {} ({} workers), client {} on CPUs {}; {} × {} per cell{}",
@@ -421,7 +458,31 @@ fn main() {
     }
     bar.finish_and_clear();
 
+    for cell in &mut cells {
+        let key = cell.key();
+        if let Some(p) = cell.profile.as_mut() {
+            p.flamegraph = format!("flame/{key}.svg");
+            p.folded_file = format!("flame/{key}.folded");
+        }
+    }
     println!("{}", report::markdown(&cells));
+    let profiled: Vec<(String, &bench::profile::Profile)> = cells
+        .iter()
+        .filter_map(|c| {
+            let p = c.profile.as_ref()?;
+            Some((
+                format!(
+                    "{} {} ka={} c={}",
+                    c.variant,
+                    c.workload,
+                    c.keep_alive_label(),
+                    c.connections_label()
+                ),
+                p,
+            ))
+        })
+        .collect();
+    print!("{}", bench::profile::table(&profiled));
     if args.fidelity {
         println!(
             "{}",
@@ -434,11 +495,21 @@ fn main() {
             )
         );
     }
-    write_results(&args, &plan, &peers, &cells);
+    let dir = write_results(&args, &plan, &peers, &cells);
+    if args.profile {
+        match report::write_profiles(&dir, &cells, diff.as_ref()) {
+            Ok(written) => {
+                for file in written {
+                    eprintln!("bench: {}", dir.join(file).display());
+                }
+            }
+            Err(e) => fail(e),
+        }
+    }
 }
 
 /// results/<timestamp>/: every figure, the machine, the versions and the command lines.
-fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell]) {
+fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell]) -> PathBuf {
     let dir = args.out.join(timestamp());
     let meta = serde_json::json!({
         "slo": args.slo.map(|t| serde_json::json!({
@@ -465,6 +536,7 @@ fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell
         Ok(()) => eprintln!("bench: results in {}", dir.display()),
         Err(e) => fail(e),
     }
+    dir
 }
 
 /// A peer's version line: `peers/run --version NAME` for a built-in one; the command

@@ -11,6 +11,7 @@ use variants::peers::Peer;
 use variants::{Variant, Workload};
 
 use crate::client::{self, Amount, Client, Load};
+use crate::profile::{self, Profile};
 use crate::report::{self, Cell, Run};
 use crate::{perf, procfs, server};
 
@@ -33,6 +34,8 @@ pub struct Plan {
     pub bin_dir: PathBuf,
     pub script: PathBuf,
     pub syscalls: bool,
+    /// `--profile`: one extra repetition per cell under `perf record`.
+    pub profile: bool,
 }
 
 /// What a cell measures.
@@ -106,6 +109,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         peak_rss_kib: None,
         worker_requests: Vec::new(),
         worker_cpu_secs: Vec::new(),
+        profile: None,
         notes: Vec::new(),
     };
     if let Some(v) = variant {
@@ -181,7 +185,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         rate,
     };
     if let Some(w) = plan.warmup {
-        let _ = measure(plan, &load(Amount::Duration(w)), None);
+        let _ = measure(plan, &load(Amount::Duration(w)), None, false);
     }
     // A peer's balance from its workers' CPU (a model counts its requests per worker).
     let workers_are = match target {
@@ -191,7 +195,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     let worker_cpu = |pids: &[i32]| workers_are.and_then(|w| procfs::worker_cpu(pids, w).ok());
     let cpu_before = pids.as_deref().and_then(worker_cpu);
     for _ in 0..plan.reps {
-        match measure(plan, &load(plan.amount), pids.as_deref()) {
+        match measure(plan, &load(plan.amount), pids.as_deref(), plan.syscalls) {
             Ok(run) => cell.runs.push(run),
             Err(e) => {
                 cell.failure = Some(e);
@@ -203,6 +207,22 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
                 cell.failure = Some("the server died during the run".into());
                 break;
             }
+        }
+    }
+    if let Some(s) = server
+        .as_ref()
+        .filter(|_| plan.profile && cell.failure.is_none())
+    {
+        // After the measured repetitions, so that sampling cannot change them.
+        match profiled(plan, &load(plan.amount), &procfs::tree(s.pid())) {
+            Ok(Profiled { mut profile, rps }) => {
+                profile.speed_vs_median = cell
+                    .median()
+                    .filter(|m| m.outcome.rps > 0.0)
+                    .map(|m| rps / m.outcome.rps);
+                cell.profile = Some(profile);
+            }
+            Err(e) => cell.notes.push(format!("no profile: {e}")),
         }
     }
     if let Some(s) = server {
@@ -230,8 +250,36 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     cell
 }
 
-/// One client run with the server's (and the client's) CPU accounted around it.
-fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run, String> {
+/// A profiled repetition: its profile and its req/s.
+struct Profiled {
+    profile: Profile,
+    rps: f64,
+}
+
+/// One more repetition with the server's CPUs sampled (`--profile`), its samples folded.
+fn profiled(plan: &Plan, load: &Load, pids: &[i32]) -> Result<Profiled, String> {
+    let recording = profile::Recording::start(&plan.server_cpus)?;
+    let run = measure(plan, load, Some(pids), false);
+    let script = recording.stop(pids)?;
+    let run = run?;
+    let folded = profile::fold(&script)?;
+    if folded.is_empty() {
+        return Err("perf recorded no sample of the server's processes".into());
+    }
+    Ok(Profiled {
+        profile: profile::profile(folded, run.outcome.requests),
+        rps: run.outcome.rps,
+    })
+}
+
+/// One client run with the server's (and the client's) CPU accounted around it, and its
+/// system calls when `syscalls` (`perf stat`).
+fn measure(
+    plan: &Plan,
+    load: &Load,
+    server_pids: Option<&[i32]>,
+    syscalls: bool,
+) -> Result<Run, String> {
     let argv = client::command(load)?;
     let limit = match load.amount {
         Amount::Duration(d) => d + Duration::from_secs(20),
@@ -243,7 +291,7 @@ fn measure(plan: &Plan, load: &Load, server_pids: Option<&[i32]>) -> Result<Run,
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let before = server_pids.map(procfs::usage);
-    let perf = match (plan.syscalls, server_pids) {
+    let perf = match (syscalls, server_pids) {
         (true, Some(pids)) => perf::start(pids),
         _ => None,
     };

@@ -95,6 +95,8 @@ pub struct Cell {
     /// evenly the work spread over a server that keeps no counts (a model's
     /// `worker_requests` say it exactly).
     pub worker_cpu_secs: Vec<f64>,
+    /// `--profile`: the samples of one extra repetition and what they say.
+    pub profile: Option<crate::profile::Profile>,
     pub notes: Vec<String>,
 }
 
@@ -151,6 +153,35 @@ impl Cell {
         let offered = f64::from(self.rate?);
         let share = self.median()?.outcome.rps / offered;
         (share < SHORTFALL).then_some(share)
+    }
+
+    /// A name for the cell's files (`flame/<key>.svg`): what makes it differ from every
+    /// other cell of a run, in a file name's characters.
+    pub fn key(&self) -> String {
+        let mut key = format!(
+            "{}-{}-{}-ka-{}-c{}",
+            self.variant,
+            self.stack,
+            self.workload,
+            self.keep_alive_label(),
+            self.connections
+        );
+        if let Some(p) = self.pipeline {
+            key.push_str(&format!("x{p}"));
+        }
+        if let Some(r) = self.rate {
+            key.push_str(&format!("-r{r}"));
+        }
+        key.push_str(&format!("-w{}", self.workers));
+        key.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
     }
 
     fn group(&self) -> (String, bool, u32, Client, Option<u32>, Option<u32>) {
@@ -483,6 +514,65 @@ impl<'a> CsvRow<'a> {
     }
 }
 
+/// `--profile`'s files in `dir/flame/`: each profiled cell's flame graph and folded
+/// stacks (at the names its profile carries), and with `diff` = (A, B) a differential
+/// flame graph from A to B for every cell the two share. Returns the files written.
+pub fn write_profiles(
+    dir: &Path,
+    cells: &[Cell],
+    diff: Option<&(String, String)>,
+) -> Result<Vec<String>, String> {
+    std::fs::create_dir_all(dir.join("flame")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    for cell in cells {
+        let Some(p) = &cell.profile else { continue };
+        let title = format!(
+            "{} — {} {}, keep-alive {}, c={}",
+            cell.variant,
+            cell.stack,
+            cell.workload,
+            cell.keep_alive_label(),
+            cell.connections_label()
+        );
+        crate::profile::flamegraph(p, &title, &dir.join(&p.flamegraph))?;
+        let folded: String = p.folded.iter().map(|(s, n)| format!("{s} {n}\n")).collect();
+        std::fs::write(dir.join(&p.folded_file), folded).map_err(|e| e.to_string())?;
+        written.push(p.flamegraph.clone());
+    }
+    let Some((a, b)) = diff else {
+        return Ok(written);
+    };
+    let same = |x: &Cell, y: &Cell| {
+        (x.stack.as_str(), x.workers, x.group()) == (y.stack.as_str(), y.workers, y.group())
+    };
+    for before in cells.iter().filter(|c| &c.variant == a) {
+        let Some(after) = cells.iter().find(|c| &c.variant == b && same(before, c)) else {
+            continue;
+        };
+        let (Some(pa), Some(pb)) = (&before.profile, &after.profile) else {
+            continue;
+        };
+        let rest = before.key();
+        let rest = rest.strip_prefix(a.as_str()).unwrap_or(&rest);
+        let file = format!("flame/diff-{a}-vs-{b}{rest}.svg");
+        let title = format!(
+            "{a} → {b} — {} {}, keep-alive {}, c={}",
+            before.stack,
+            before.workload,
+            before.keep_alive_label(),
+            before.connections_label()
+        );
+        crate::profile::differential(pa, pb, &title, &dir.join(&file))?;
+        written.push(file);
+    }
+    if written.iter().all(|f| !f.contains("/diff-")) {
+        return Err(format!(
+            "--diff {a},{b}: the two share no profiled cell (same workload, keep-alive, concurrency, stack, workers)"
+        ));
+    }
+    Ok(written)
+}
+
 /// Writes results.json, results.csv and the SVG charts into `dir`.
 pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -773,6 +863,7 @@ mod tests {
             peak_rss_kib: None,
             worker_requests: Vec::new(),
             worker_cpu_secs: Vec::new(),
+            profile: None,
             notes: Vec::new(),
         }
     }

@@ -1,0 +1,527 @@
+//! `--profile`: where the CPU goes, per cell — a sampled flame graph, a differential one
+//! between two variants, and the samples sorted into kernel, codec, runtime, allocator and
+//! libc.
+//!
+//! How it samples, and why so:
+//! - `perf record -e cpu-clock` (a software clock: the hardware counters are not available
+//!   on the machines this runs on) on the **server's CPUs** (`-C`), not on its pids: `-p`
+//!   records no samples here, and a server that forks workers after the start would escape
+//!   it anyway. The samples of the server's processes are picked out afterwards
+//!   (`perf script --pid`), so the client and other processes on those CPUs are left out.
+//! - `--call-graph dwarf`: the stacks are unwound from the binaries' DWARF call-frame
+//!   tables, which every Rust binary carries for panics, so the **same release binaries
+//!   that the measured repetitions ran** are profiled: no frame-pointer build, nothing
+//!   that could slow or change the measured rows. Frame pointers would be cheaper per
+//!   sample but break at every frame of the precompiled standard library and libc, which
+//!   keep none. What DWARF costs (perf copies each sample's top 16 KiB of stack) shows in
+//!   the profiled repetition's own figures, reported beside the measured median.
+//! - Folding and drawing are inferno's (the library behind `cargo flamegraph`): the
+//!   folded stacks are kept as samples, and drawn scaled to **nanoseconds per request**,
+//!   so that two variants' graphs, and their difference, compare cost per request rather
+//!   than how long each happened to run.
+
+use std::fmt::Write as _;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use inferno::collapse::Collapse;
+use serde::Serialize;
+
+/// Samples per second per CPU: 999 rather than 1,000 so as not to beat in step with the
+/// servers' own millisecond timers.
+pub const HZ: u32 = 999;
+
+/// Bytes of user stack perf copies per sample for DWARF unwinding: deep enough for
+/// tokio's and glommio's nested polls and for a `may` coroutine's stack.
+const STACK_BYTES: u32 = 16384;
+
+/// Where a sample's time went, from its innermost frames: the rows of the "where the CPU
+/// goes" table, in the order they are printed.
+pub const COMPONENTS: [&str; 6] = [
+    "kernel",
+    "codec & handler",
+    "runtime & loop",
+    "allocator",
+    "libc",
+    "other",
+];
+
+/// One cell's profile: the samples of its extra repetition, folded, and what they say.
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    /// Samples of the server's processes (at [`HZ`] per busy CPU).
+    pub samples: u64,
+    /// Requests the client completed during the profiled repetition.
+    pub requests: u64,
+    /// Sampled server CPU per request, in µs (samples ÷ HZ ÷ requests).
+    pub us_per_req: f64,
+    /// [`COMPONENTS`] with their µs per request, in that order.
+    pub components: Vec<(String, f64)>,
+    /// The kernel's share by the system call it was serving (`sendto`, `epoll_wait`, …;
+    /// `no syscall`: interrupts, softirqs, the scheduler), µs per request, most first.
+    pub kernel_by_syscall: Vec<(String, f64)>,
+    /// The profiled repetition's req/s ÷ the cell's measured median: what sampling cost.
+    pub speed_vs_median: Option<f64>,
+    /// The flame graph and the folded stacks, as written beside results.json.
+    pub flamegraph: String,
+    pub folded_file: String,
+    /// The folded stacks (`frame;frame;leaf` and their samples), written to
+    /// `folded_file` rather than into results.json.
+    #[serde(skip)]
+    pub folded: Vec<(String, u64)>,
+}
+
+/// Whether perf can sample `cpu` here: `Err` is one line that says what to do.
+pub fn check(cpu: usize) -> Result<(), String> {
+    let tmp = std::env::temp_dir().join(format!("archzoo-perf-probe-{}", std::process::id()));
+    let out = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-C",
+            &cpu.to_string(),
+            "-o",
+        ])
+        .arg(&tmp)
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .output();
+    let _ = std::fs::remove_file(&tmp);
+    let out = match out {
+        Ok(o) => o,
+        Err(_) => {
+            return Err(
+                "--profile needs perf (Debian: apt-get install linux-perf; scripts/bench --profile installs it)"
+                    .into(),
+            )
+        }
+    };
+    if out.status.success() {
+        return Ok(());
+    }
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let said = String::from_utf8_lossy(&out.stderr);
+    let first = said
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && *l != "Error:")
+        .unwrap_or("no reason given");
+    Err(format!(
+        "--profile: perf cannot sample CPU {cpu} here (kernel.perf_event_paranoid = {paranoid}; sampling a whole CPU needs root, CAP_PERFMON or `sysctl kernel.perf_event_paranoid=-1`): perf said: {first}"
+    ))
+}
+
+/// A `perf record` sampling `cpus` into a file until [`Recording::stop`].
+pub struct Recording {
+    child: Child,
+    data: PathBuf,
+}
+
+impl Recording {
+    /// Starts sampling `cpus` (kernel and user stacks) into a scratch file.
+    pub fn start(cpus: &[usize]) -> Result<Recording, String> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let data =
+            std::env::temp_dir().join(format!("archzoo-profile-{}-{n}.data", std::process::id()));
+        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+        let child = Command::new("perf")
+            .args([
+                "record",
+                "-q",
+                "-e",
+                "cpu-clock",
+                "-F",
+                &HZ.to_string(),
+                "-g",
+            ])
+            .arg(format!("--call-graph=dwarf,{STACK_BYTES}"))
+            .args(["-C", &list.join(","), "-o"])
+            .arg(&data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run perf record: {e}"))?;
+        // perf opens its events before it samples: give it that moment, so the first
+        // requests are not missed.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Ok(Recording { child, data })
+    }
+
+    /// Stops sampling and returns the samples of `pids` as `perf script` prints them.
+    pub fn stop(self, pids: &[i32]) -> Result<String, String> {
+        // SAFETY: signals our own child; SIGINT makes perf record write its file and exit.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let recorded = self.child.wait_with_output();
+        let result = match recorded {
+            Ok(out) if out.status.success() || self.data.exists() => script(&self.data, pids),
+            Ok(out) => Err(format!(
+                "perf record failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Err(e) => Err(format!("perf record: {e}")),
+        };
+        let _ = std::fs::remove_file(&self.data);
+        result
+    }
+}
+
+/// `perf script` of the samples of `pids` in `data`: the fields inferno's folder reads.
+fn script(data: &Path, pids: &[i32]) -> Result<String, String> {
+    let list: Vec<String> = pids.iter().map(i32::to_string).collect();
+    let out = Command::new("perf")
+        .args(["script", "-F", "comm,pid,tid,time,event,ip,sym,dso", "-i"])
+        .arg(data)
+        .arg(format!("--pid={}", list.join(",")))
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run perf script: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("perf script exited with {}", out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Folds `perf script` output into stacks (root first) and their sample counts, most
+/// samples first. Kernel frames are marked `_[k]` (inferno's annotation) and inlined ones
+/// `_[i]`: perf prints those as `poll (inlined)`, which inferno's folder would take for an
+/// ordinary frame, and an inlined `read` must not pass for libc's.
+pub fn fold(script: &str) -> Result<Vec<(String, u64)>, String> {
+    let mut marked = String::with_capacity(script.len() + script.len() / 8);
+    for line in script.lines() {
+        match line.strip_suffix(" (inlined)") {
+            Some(frame) => {
+                marked.push_str(frame);
+                marked.push_str("_[i] (inlined)\n");
+            }
+            None => {
+                marked.push_str(line);
+                marked.push('\n');
+            }
+        }
+    }
+    let mut options = inferno::collapse::perf::Options::default();
+    options.annotate_kernel = true;
+    options.nthreads = 1;
+    let mut folder = inferno::collapse::perf::Folder::from(options);
+    let mut folded = Vec::new();
+    folder
+        .collapse(BufReader::new(marked.as_bytes()), &mut folded)
+        .map_err(|e| format!("folding perf samples: {e}"))?;
+    let mut stacks: Vec<(String, u64)> = String::from_utf8_lossy(&folded)
+        .lines()
+        .filter_map(|line| {
+            let (stack, n) = line.rsplit_once(' ')?;
+            Some((stack.to_string(), n.parse().ok()?))
+        })
+        .collect();
+    stacks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(stacks)
+}
+
+/// A profile from the folded samples of a repetition that completed `requests`.
+pub fn profile(folded: Vec<(String, u64)>, requests: u64) -> Profile {
+    let samples: u64 = folded.iter().map(|(_, n)| n).sum();
+    let us = |n: u64| n as f64 * 1e6 / f64::from(HZ) / requests.max(1) as f64;
+    let mut by = [0u64; COMPONENTS.len()];
+    let mut syscalls: Vec<(String, u64)> = Vec::new();
+    for (stack, n) in &folded {
+        let c = component(stack);
+        by[c] += n;
+        if c == 0 {
+            let name = syscall_of(stack).unwrap_or("no syscall");
+            match syscalls.iter_mut().find(|(s, _)| s == name) {
+                Some((_, total)) => *total += n,
+                None => syscalls.push((name.to_string(), *n)),
+            }
+        }
+    }
+    syscalls.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Profile {
+        samples,
+        requests,
+        us_per_req: us(samples),
+        components: COMPONENTS
+            .iter()
+            .zip(by)
+            .map(|(name, n)| (name.to_string(), us(n)))
+            .collect(),
+        kernel_by_syscall: syscalls.into_iter().map(|(s, n)| (s, us(n))).collect(),
+        speed_vs_median: None,
+        flamegraph: String::new(),
+        folded_file: String::new(),
+        folded,
+    }
+}
+
+/// The index in [`COMPONENTS`] of a folded stack's time: kernel if its leaf is a kernel
+/// frame; otherwise the first frame, from the leaf outwards, that says whose code it is.
+///
+/// Inlined frames (`_[i]`) mostly carry only their short name (`poll`, `{closure#0}`):
+/// those say nothing and the search goes on outwards, so code that fat LTO inlined into a runtime's loop
+/// counts as the function it was inlined into. Standard-library frames (`core::`,
+/// `std::`) say nothing either: their time belongs to whoever called them.
+pub fn component(stack: &str) -> usize {
+    let mut frames = stack.rsplit(';');
+    match frames.next() {
+        // The vDSO is the kernel's code, but it runs in user mode without a system call
+        // (the clock reads behind `Instant::now`): libc's side of the line.
+        Some(leaf) if leaf.starts_with("__vdso") => return 4,
+        Some(leaf) if leaf.ends_with("_[k]") => return 0,
+        Some(leaf) => {
+            if let Some(c) = owner(leaf) {
+                return c;
+            }
+        }
+        None => return 5,
+    }
+    frames.find_map(owner).unwrap_or(5)
+}
+
+/// The system call a kernel stack was serving: its outermost `__x64_sys_NAME` (or
+/// `__do_sys_NAME`) frame.
+pub fn syscall_of(stack: &str) -> Option<&str> {
+    stack.split(';').find_map(|frame| {
+        let f = frame.strip_suffix("_[k]")?;
+        f.strip_prefix("__x64_sys_")
+            .or_else(|| f.strip_prefix("__do_sys_"))
+            .or_else(|| f.strip_prefix("__se_sys_"))
+    })
+}
+
+/// Whose code one user frame is, if its name says.
+fn owner(frame: &str) -> Option<usize> {
+    let (name, inlined) = match frame.strip_suffix("_[i]") {
+        Some(name) => (name, true),
+        None => (frame, false),
+    };
+    let path = path_of(name);
+    if CODEC.iter().any(|p| path.starts_with(p)) {
+        return Some(1);
+    }
+    if RUNTIME.iter().any(|p| path.starts_with(p)) {
+        return Some(2);
+    }
+    if ALLOCATOR.iter().any(|p| path.starts_with(p)) {
+        return Some(3);
+    }
+    if path.contains("::") {
+        // The standard library works for whoever called it; any other crate's named
+        // function (a peer's own code, a dependency not listed) is "other".
+        let std = ["std::", "core::", "alloc::", "&std::", "&mut std::"];
+        return (!std.iter().any(|p| path.starts_with(p))).then_some(5);
+    }
+    // A bare name: a C symbol — libc's, or one perf could not name ("[unknown]", or
+    // "[libc.so.6]" from its file) — or an inlined Rust function's short name (`poll`,
+    // `read`), which says nothing: only libc's reserved `__` names are libc's then.
+    if path.starts_with("[libc.so") || LIBC_RESERVED.iter().any(|p| path.starts_with(p)) {
+        return Some(4);
+    }
+    if inlined || path.starts_with('[') {
+        return None;
+    }
+    if ["malloc", "free", "realloc", "calloc"].contains(&path) {
+        return Some(3);
+    }
+    // Every other bare symbol outside the kernel is C: the servers' only C is libc
+    // (and SQLite's, which `sqlite3` above claims for the handler).
+    Some(4)
+}
+
+/// The path that names a frame's owner: `a::b::f<T>` → `a::b::f`; `<T as Trait>::f` and
+/// `<T>::f` → `T`'s path.
+fn path_of(name: &str) -> &str {
+    let name = name.trim_start_matches("&mut ").trim_start_matches('&');
+    match name.strip_prefix('<') {
+        Some(inner) => {
+            let inner = inner.trim_start_matches("&mut ").trim_start_matches('&');
+            let end = inner.find([' ', '<', '>']).unwrap_or(inner.len());
+            &inner[..end]
+        }
+        None => &name[..name.find('<').unwrap_or(name.len())],
+    }
+}
+
+/// Paths of the shared codec and handler (hyper's for `--codec hyper`) and what they use.
+const CODEC: [&str; 10] = [
+    "common::",
+    "hyper::",
+    "httparse::",
+    "httpdate::",
+    "matchit::",
+    "serde_json::",
+    "itoa::",
+    "ryu::",
+    "rusqlite::",
+    "sqlite3",
+];
+
+/// Paths of the runtimes and of each server crate's own loop.
+const RUNTIME: [&str; 14] = [
+    "tokio::",
+    "hyper_util::",
+    "may::",
+    "generator::",
+    "glommio::",
+    "mio::",
+    "crossbeam",
+    "io_uring::",
+    "prefork_eventloop::",
+    "prefork_blocking::",
+    "coroutine_reuseport::",
+    "thread_per_core::",
+    "work_stealing::",
+    "reactor_workers::",
+];
+
+/// The allocator: mimalloc (every server's global allocator) and Rust's entry points.
+const ALLOCATOR: [&str; 7] = [
+    "mi_",
+    "_mi_",
+    "mimalloc",
+    "__rust_alloc",
+    "__rust_dealloc",
+    "__rust_realloc",
+    "__rdl_",
+];
+
+/// Name prefixes only libc uses (the C standard reserves `__` for the implementation).
+const LIBC_RESERVED: [&str; 9] = [
+    "__libc_",
+    "__GI_",
+    "__mem",
+    "__str",
+    "__lll_",
+    "__pthread",
+    "__futex",
+    "__vdso",
+    "__clock",
+];
+
+/// The folded stacks scaled to nanoseconds per request (what the graphs draw).
+fn per_request(profile: &Profile) -> Vec<String> {
+    let ns = 1e9 / f64::from(HZ) / profile.requests.max(1) as f64;
+    profile
+        .folded
+        .iter()
+        .map(|(stack, n)| format!("{stack} {}", (*n as f64 * ns).round() as u64))
+        .filter(|line| !line.ends_with(" 0"))
+        .collect()
+}
+
+fn graph_options(title: String, subtitle: String) -> inferno::flamegraph::Options<'static> {
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title;
+    options.subtitle = Some(subtitle);
+    options.count_name = "ns/request".into();
+    // Frames under 0.2 % of the width are left out: unreadable anyway, and they are what
+    // makes a flame graph file large.
+    options.min_width = 0.2;
+    options.hash = true;
+    options.deterministic = true;
+    options
+}
+
+/// Draws `profile`'s flame graph into `path` (an interactive SVG).
+pub fn flamegraph(profile: &Profile, title: &str, path: &Path) -> Result<(), String> {
+    let lines = per_request(profile);
+    let mut options = graph_options(
+        title.to_string(),
+        format!(
+            "{} samples at {HZ} Hz over {} requests: {:.2} µs of server CPU per request; width = ns per request",
+            profile.samples, profile.requests, profile.us_per_req
+        ),
+    );
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    inferno::flamegraph::from_lines(
+        &mut options,
+        lines.iter().map(String::as_str),
+        std::io::BufWriter::new(file),
+    )
+    .map_err(|e| format!("drawing {}: {e}", path.display()))
+}
+
+/// Draws the differential flame graph from `before` to `after` into `path`: the shape is
+/// `after`'s, red where `after` spends more ns per request than `before`, blue where less.
+pub fn differential(
+    before: &Profile,
+    after: &Profile,
+    title: &str,
+    path: &Path,
+) -> Result<(), String> {
+    let (a, b) = (
+        per_request(before).join("\n"),
+        per_request(after).join("\n"),
+    );
+    let mut diff = Vec::new();
+    // Both are already per request: normalising would hide the very difference drawn.
+    let options = inferno::differential::Options {
+        normalize: false,
+        ..Default::default()
+    };
+    inferno::differential::from_readers(options, a.as_bytes(), b.as_bytes(), &mut diff)
+        .map_err(|e| format!("differential: {e}"))?;
+    let mut options = graph_options(
+        title.to_string(),
+        format!(
+            "{:.2} → {:.2} µs of server CPU per request; red: more ns per request, blue: fewer",
+            before.us_per_req, after.us_per_req
+        ),
+    );
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&diff);
+    inferno::flamegraph::from_lines(&mut options, text.lines(), std::io::BufWriter::new(file))
+        .map_err(|e| format!("drawing {}: {e}", path.display()))
+}
+
+/// The "where the CPU goes" table: one row per profiled cell, µs per request by
+/// component. Empty when no cell was profiled.
+pub fn table(rows: &[(String, &Profile)]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nwhere the CPU goes (--profile: perf cpu-clock samples of the server's processes, µs per request):\n\n| cell | sampled µs/req |",
+    );
+    for c in COMPONENTS {
+        let _ = write!(out, " {c} |");
+    }
+    out.push_str(
+        " kernel share | kernel by system call | speed while sampled | flame graph |\n|---|---:|",
+    );
+    out.push_str(&"---:|".repeat(COMPONENTS.len() + 1));
+    out.push_str("---|---:|---|\n");
+    for (cell, p) in rows {
+        let _ = write!(out, "| {cell} | {:.2} |", p.us_per_req);
+        for (_, us) in &p.components {
+            let _ = write!(out, " {us:.2} |");
+        }
+        let kernel = p.components.first().map_or(0.0, |(_, us)| *us);
+        let calls: Vec<String> = p
+            .kernel_by_syscall
+            .iter()
+            .take(4)
+            .map(|(name, us)| format!("{name} {us:.2}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            " {:.0} % | {} | {} | {} |",
+            100.0 * kernel / p.us_per_req.max(f64::MIN_POSITIVE),
+            calls.join(" · "),
+            p.speed_vs_median
+                .map_or("–".into(), |s| format!("{:.0} %", 100.0 * s)),
+            p.flamegraph
+        );
+    }
+    out.push_str(
+        "codec & handler: archzoo's shared codec and handler (or hyper); runtime & loop: tokio, may, glommio, mio and each server's own loop; an inlined frame counts as the function it was inlined into. kernel by system call: the four largest, µs per request. speed while sampled: the profiled repetition's req/s ÷ the measured median — what DWARF unwinding cost.\n",
+    );
+    out
+}
