@@ -302,6 +302,7 @@ mod tests {
             peak_rss_kib: None,
             worker_requests: Vec::new(),
             worker_cpu_secs: worker_cpu_secs.to_vec(),
+            counted: None,
             profile: None,
             notes: Vec::new(),
         }

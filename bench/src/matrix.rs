@@ -1,6 +1,7 @@
 //! One cell of the matrix: start the server, check its answer, warm up, measure each
-//! repetition with the server's CPU time (and, with `--syscalls`, its system calls) counted
-//! around the client, stop it.
+//! repetition with the server's CPU time counted around the client, then the observed
+//! repetitions — `--syscalls` under `perf stat`, `--profile` under `perf record` — each
+//! its own, so that no observer slows a measured one; stop it.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -109,6 +110,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         peak_rss_kib: None,
         worker_requests: Vec::new(),
         worker_cpu_secs: Vec::new(),
+        counted: None,
         profile: None,
         notes: Vec::new(),
     };
@@ -195,7 +197,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     let worker_cpu = |pids: &[i32]| workers_are.and_then(|w| procfs::worker_cpu(pids, w).ok());
     let cpu_before = pids.as_deref().and_then(worker_cpu);
     for _ in 0..plan.reps {
-        match measure(plan, &load(plan.amount), pids.as_deref(), plan.syscalls) {
+        match measure(plan, &load(plan.amount), pids.as_deref(), false) {
             Ok(run) => cell.runs.push(run),
             Err(e) => {
                 cell.failure = Some(e);
@@ -207,6 +209,18 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
                 cell.failure = Some("the server died during the run".into());
                 break;
             }
+        }
+    }
+    if let Some(s) = server
+        .as_ref()
+        .filter(|_| plan.syscalls && cell.failure.is_none())
+    {
+        // Counting by name enables a tracepoint per system call on every thread of the
+        // server, which costs each of its context switches: a repetition of its own, so
+        // the measured ones run unobserved.
+        match measure(plan, &load(plan.amount), Some(&procfs::tree(s.pid())), true) {
+            Ok(run) => cell.counted = Some(run),
+            Err(e) => cell.notes.push(format!("no system call count: {e}")),
         }
     }
     if let Some(s) = server

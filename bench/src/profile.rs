@@ -58,8 +58,9 @@ pub struct Profile {
     pub us_per_req: f64,
     /// [`COMPONENTS`] with their µs per request, in that order.
     pub components: Vec<(String, f64)>,
-    /// The kernel's share by the system call it was serving (`sendto`, `epoll_wait`, …;
-    /// `no syscall`: interrupts, softirqs, the scheduler), µs per request, most first.
+    /// The kernel's share by the system call it was serving (`sendto`, `epoll_wait`, …,
+    /// `task work`, `syscall entry`; `no syscall`: interrupts, softirqs, faults), µs per
+    /// request, most first ([`syscall_of`]).
     pub kernel_by_syscall: Vec<(String, f64)>,
     /// The profiled repetition's req/s ÷ the cell's measured median: what sampling cost.
     pub speed_vs_median: Option<f64>,
@@ -285,15 +286,38 @@ pub fn component(stack: &str) -> usize {
     frames.find_map(owner).unwrap_or(5)
 }
 
-/// The system call a kernel stack was serving: its outermost `__x64_sys_NAME` (or
-/// `__do_sys_NAME`) frame.
+/// What a kernel stack was doing, by the system call it was serving: the name from its
+/// `__x64_sys_NAME` frame, or (where the compiler folded that away) from the frame under
+/// `do_syscall_64` (`do_writev`, `ksys_read`, `__sys_sendto`); `task work` for work the
+/// kernel ran on the way back to user space (io_uring completions, deferred closes);
+/// `syscall entry` for a sample in the entry path itself; `None` outside any system call
+/// (interrupts, softirqs, page faults).
 pub fn syscall_of(stack: &str) -> Option<&str> {
-    stack.split(';').find_map(|frame| {
-        let f = frame.strip_suffix("_[k]")?;
-        f.strip_prefix("__x64_sys_")
-            .or_else(|| f.strip_prefix("__do_sys_"))
-            .or_else(|| f.strip_prefix("__se_sys_"))
-    })
+    let mut kernel = stack.split(';').filter_map(|f| f.strip_suffix("_[k]"));
+    let named = stack
+        .split(';')
+        .filter_map(|f| f.strip_suffix("_[k]"))
+        .find_map(|f| {
+            f.strip_prefix("__x64_sys_")
+                .or_else(|| f.strip_prefix("__do_sys_"))
+                .or_else(|| f.strip_prefix("__se_sys_"))
+        });
+    if named.is_some() {
+        return named;
+    }
+    kernel.find(|f| *f == "do_syscall_64")?;
+    let Some(next) = kernel.next() else {
+        return Some("syscall entry");
+    };
+    if next.starts_with("exit_to_user_mode") || next.starts_with("syscall_exit") {
+        return Some("task work");
+    }
+    Some(
+        next.strip_prefix("ksys_")
+            .or_else(|| next.strip_prefix("__sys_"))
+            .or_else(|| next.strip_prefix("do_"))
+            .unwrap_or(next),
+    )
 }
 
 /// Whose code one user frame is, if its name says.

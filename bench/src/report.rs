@@ -95,6 +95,11 @@ pub struct Cell {
     /// evenly the work spread over a server that keeps no counts (a model's
     /// `worker_requests` say it exactly).
     pub worker_cpu_secs: Vec<f64>,
+    /// `--syscalls`: one extra repetition under `perf stat`, apart from the measured ones —
+    /// the hundreds of `syscalls:sys_enter_*` tracepoints it counts cost every context
+    /// switch of the server, and slowed the measured figures (reactor-workers ×3 µs/req).
+    /// The system-call columns come from it.
+    pub counted: Option<Run>,
     /// `--profile`: the samples of one extra repetition and what they say.
     pub profile: Option<crate::profile::Profile>,
     pub notes: Vec<String>,
@@ -215,14 +220,16 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 pub fn markdown(cells: &[Cell]) -> String {
     let mut out = String::new();
     // The syscalls column appears when a run counted them (--syscalls).
-    let syscalls = cells
-        .iter()
-        .any(|c| c.runs.iter().any(|r| r.syscalls_per_req.is_some()));
+    let syscalls = cells.iter().any(|c| {
+        c.counted
+            .as_ref()
+            .is_some_and(|r| r.syscalls_per_req.is_some())
+    });
     // io_uring submissions next to it when some server made any (thread-per-core).
     let submissions = cells.iter().any(|c| {
-        c.runs
-            .iter()
-            .any(|r| r.uring_submissions_per_req.is_some_and(|n| n > 0.0))
+        c.counted
+            .as_ref()
+            .is_some_and(|r| r.uring_submissions_per_req.is_some_and(|n| n > 0.0))
     });
     // The columns, in order, with their alignment: the header, the separator and the
     // padding of a failed row all come from this one list.
@@ -343,10 +350,20 @@ pub fn markdown(cells: &[Cell]) -> String {
         }
         let mut sys = String::new();
         if syscalls {
-            let _ = write!(sys, " {} |", opt(run.syscalls_per_req, 2));
+            let counted = cell.counted.as_ref();
+            let _ = write!(
+                sys,
+                " {} |",
+                opt(counted.and_then(|r| r.syscalls_per_req), 2)
+            );
         }
         if submissions {
-            let _ = write!(sys, " {} |", opt(run.uring_submissions_per_req, 2));
+            let counted = cell.counted.as_ref();
+            let _ = write!(
+                sys,
+                " {} |",
+                opt(counted.and_then(|r| r.uring_submissions_per_req), 2)
+            );
         }
         let _ = writeln!(
             out,
@@ -393,12 +410,17 @@ pub fn markdown(cells: &[Cell]) -> String {
     out
 }
 
-/// The system calls of each cell's median run by name, per request (`--syscalls`): the
-/// ones at 0.01 a request or more, most frequent first. Empty without them.
+/// The system calls of each cell's counted repetition by name, per request
+/// (`--syscalls`): the ones at 0.01 a request or more, most frequent first. Empty without
+/// them.
 pub fn by_name(cells: &[Cell]) -> String {
     let mut out = String::new();
     for cell in cells {
-        let Some(run) = cell.median().filter(|r| !r.syscalls_by_name.is_empty()) else {
+        let Some(run) = cell
+            .counted
+            .as_ref()
+            .filter(|r| !r.syscalls_by_name.is_empty())
+        else {
             continue;
         };
         if out.is_empty() {
@@ -438,6 +460,8 @@ struct CsvRow<'a> {
     client: Client,
     pipeline: Option<u32>,
     rep: usize,
+    /// The extra repetition under `perf stat` (`--syscalls`), not a measured one.
+    counted: bool,
     requests: u64,
     rps: String,
     failed: u64,
@@ -466,7 +490,7 @@ struct CsvRow<'a> {
 }
 
 impl<'a> CsvRow<'a> {
-    fn new(cell: &'a Cell, rep: usize, run: Option<&'a Run>) -> Self {
+    fn new(cell: &'a Cell, rep: usize, run: Option<&'a Run>, counted: bool) -> Self {
         let num = |v: Option<f64>| v.map(|v| format!("{v:.4}"));
         let o = run.map(|r| r.outcome.clone()).unwrap_or_default();
         CsvRow {
@@ -480,6 +504,7 @@ impl<'a> CsvRow<'a> {
             client: cell.client,
             pipeline: cell.pipeline,
             rep,
+            counted,
             requests: o.requests,
             rps: format!("{:.1}", o.rps),
             failed: o.failed,
@@ -592,7 +617,12 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
             cell.runs.iter().map(Some).collect()
         };
         for (rep, run) in runs.into_iter().enumerate() {
-            csv.serialize(CsvRow::new(cell, rep, run))
+            csv.serialize(CsvRow::new(cell, rep, run, false))
+                .map_err(|e| e.to_string())?;
+        }
+        if let Some(counted) = &cell.counted {
+            // The --syscalls repetition: its own line, marked, after the measured ones.
+            csv.serialize(CsvRow::new(cell, cell.runs.len(), Some(counted), true))
                 .map_err(|e| e.to_string())?;
         }
     }
@@ -853,16 +883,17 @@ mod tests {
             rate: None,
             runs: run
                 .into_iter()
-                .map(|(rps, syscalls, submissions)| Run {
-                    syscalls_per_req: syscalls,
-                    uring_submissions_per_req: submissions,
-                    ..Run::sample(rps, 4.0)
-                })
+                .map(|(rps, _, _)| Run::sample(rps, 4.0))
                 .collect(),
             failure: run.is_none().then(|| "did not start".into()),
             peak_rss_kib: None,
             worker_requests: Vec::new(),
             worker_cpu_secs: Vec::new(),
+            counted: run.map(|(rps, syscalls, submissions)| Run {
+                syscalls_per_req: syscalls,
+                uring_submissions_per_req: submissions,
+                ..Run::sample(rps, 4.0)
+            }),
             profile: None,
             notes: Vec::new(),
         }

@@ -202,14 +202,34 @@ fn kernel_time_is_split_by_the_system_call_it_served() {
     let folded = profile::fold(&fixture()).unwrap();
     let kernel = stack_ending(&folded, "do_syscall_64_[k]");
     // This sample was taken on the way into the kernel, before the syscall's own frame.
-    assert_eq!(profile::syscall_of(kernel), None);
-    let stack = "ws;main;epoll_wait;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];__x64_sys_epoll_wait_[k];do_epoll_wait_[k];ep_poll_[k]";
-    assert_eq!(profile::syscall_of(stack), Some("epoll_wait"));
-    let p = profile::profile(vec![(stack.to_string(), 3), (kernel.to_string(), 1)], 1_000);
+    assert_eq!(profile::syscall_of(kernel), Some("syscall entry"));
+    let k = |frames: &str| {
+        let frames: Vec<String> = frames.split(';').map(|f| format!("{f}_[k]")).collect();
+        format!("ws;main;libc;{}", frames.join(";"))
+    };
+    let epoll =
+        k("entry_SYSCALL_64_after_hwframe;do_syscall_64;__x64_sys_epoll_wait;do_epoll_wait");
+    assert_eq!(profile::syscall_of(&epoll), Some("epoll_wait"));
+    // Where the compiler folded __x64_sys_writev away, the frame under do_syscall_64.
+    let writev = k("entry_SYSCALL_64_after_hwframe;do_syscall_64;do_writev;vfs_writev");
+    assert_eq!(profile::syscall_of(&writev), Some("writev"));
+    // io_uring completions run as task work on the way back to user space.
+    let task =
+        k("entry_SYSCALL_64_after_hwframe;do_syscall_64;exit_to_user_mode_loop;task_work_run");
+    assert_eq!(profile::syscall_of(&task), Some("task work"));
+    let irq = k("asm_sysvec_apic_timer_interrupt;sysvec_apic_timer_interrupt");
+    assert_eq!(profile::syscall_of(&irq), None);
+    let p = profile::profile(
+        vec![(epoll, 3), (writev, 2), (irq, 1), (kernel.to_string(), 1)],
+        1_000,
+    );
     let names: Vec<&str> = p
         .kernel_by_syscall
         .iter()
         .map(|(n, _)| n.as_str())
         .collect();
-    assert_eq!(names, ["epoll_wait", "no syscall"]);
+    assert_eq!(
+        names,
+        ["epoll_wait", "writev", "no syscall", "syscall entry"]
+    );
 }

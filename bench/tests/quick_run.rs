@@ -266,8 +266,7 @@ fn slo_finds_a_capacity_within_its_probe_bound() {
 }
 
 /// `--syscalls` counts the server's system calls in all and by name (perf, which
-/// scripts/test does not need to install: the machines here have it; a missing perf is
-/// one clear line, tested by the harness's own check): an epoll server answering
+/// scripts/test installs), in an extra repetition of their own: an epoll server answering
 /// keep-alive requests reads and writes about once a request.
 #[test]
 fn syscalls_are_counted_by_name() {
@@ -302,6 +301,12 @@ fn syscalls_are_counted_by_name() {
     };
     assert!((0.5..1.5).contains(&per("recvfrom")), "{line}");
     assert!((0.5..1.5).contains(&per("sendto")), "{line}");
+    // Counted in a repetition of its own: the measured one ran without perf attached.
+    let json = std::fs::read_to_string(out.run_dir().join("results.json")).unwrap();
+    let results: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let cell = &results["cells"][0];
+    assert!(cell["counted"]["syscalls_per_req"].as_f64().is_some(), "{cell}");
+    assert!(cell["runs"][0]["syscalls_per_req"].is_null(), "{cell}");
 }
 
 /// A peer that cannot start is one clear failure in its cell, not a hang or a crash.
