@@ -305,7 +305,10 @@ fn syscalls_are_counted_by_name() {
     let json = std::fs::read_to_string(out.run_dir().join("results.json")).unwrap();
     let results: serde_json::Value = serde_json::from_str(&json).unwrap();
     let cell = &results["cells"][0];
-    assert!(cell["counted"]["syscalls_per_req"].as_f64().is_some(), "{cell}");
+    assert!(
+        cell["counted"]["syscalls_per_req"].as_f64().is_some(),
+        "{cell}"
+    );
     assert!(cell["runs"][0]["syscalls_per_req"].is_null(), "{cell}");
 }
 

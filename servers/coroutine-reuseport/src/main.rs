@@ -172,7 +172,20 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
         match listener.accept() {
             Ok((stream, _)) => {
                 let tracked = conns.track(stream);
-                may::go!(move || serve(tracked, config));
+                // The connection's coroutine starts at once on this scheduler thread (the
+                // process's only one) and runs until it first parks. `go!` would queue it
+                // on the scheduler's global queue and wake the thread through its eventfd:
+                // a write and a share of a read per connection, to wake the thread that is
+                // already running.
+                // SAFETY: as `go!`: the coroutine uses only `may`-aware I/O and owns what
+                // it touches; nothing here cancels it.
+                let spawned = unsafe {
+                    may::coroutine::Builder::new().spawn_local(move || serve(tracked, config))
+                };
+                if let Err(e) = spawned {
+                    eprintln!("{ARCH}: cannot start a coroutine: {e}; backing off");
+                    may::coroutine::sleep(ACCEPT_BACKOFF);
+                }
             }
             Err(_) if conns.stopping() => return,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
@@ -189,8 +202,11 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
 fn serve(mut t: Tracked<TcpStream>, config: &ConnConfig) {
     let mut conn = Conn::new(config);
     // True when the last read came back short: the socket is drained, so the next read
-    // waits for readiness first instead of paying a read that returns EAGAIN.
-    let mut drained = false;
+    // waits for readiness first instead of paying a read that returns EAGAIN. A new
+    // connection counts as drained: accept returns at the end of the handshake, usually
+    // before the request's bytes, and `may` registered it edge-triggered, which reports
+    // bytes that came before the registration too.
+    let mut drained = true;
     loop {
         match conn.process() {
             Progress::Read => {
