@@ -1,9 +1,6 @@
 //! `--profile`'s reading of perf samples: folding a recorded `perf script` (a real one,
 //! cut to seven samples of `work-stealing` answering `/json`), sorting each sample into a
-//! component, and drawing the graphs; then a profiled run end to end where perf can
-//! sample.
-
-use std::process::Command;
+//! component, and drawing the graphs. A profiled run end to end is in quick_run.rs.
 
 use bench::profile::{self, COMPONENTS};
 
@@ -119,82 +116,6 @@ fn flame_graphs_are_drawn_per_request_and_differentially() {
         diff.contains("rgb(255,"),
         "no red frame in the differential graph"
     );
-}
-
-/// A quick profiled run of one variant: a flame graph and a table row whose components
-/// add up to the sampled total. Skipped, with the reason, where perf cannot sample.
-#[test]
-fn a_profiled_run_draws_a_flame_graph_per_cell() {
-    if let Err(why) = profile::check(0) {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let out = std::env::temp_dir().join(format!("archzoo-prof-{}", std::process::id()));
-    let server = conformance::binary("prefork-eventloop");
-    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args([
-            "--quick",
-            "--profile",
-            "--diff",
-            "prefork-eventloop,work-stealing",
-            "--variants",
-            "prefork-eventloop,work-stealing",
-            "--keepalive",
-            "on",
-            "--client",
-            "wrk",
-            "-c",
-            "8",
-            "--workers",
-            "1",
-            "--server-cpus",
-            "0",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .arg("--bin-dir")
-        .arg(server.parent().unwrap())
-        .arg("--db")
-        .arg(conformance::test_db())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
-    let dir = std::fs::read_dir(&out)
-        .ok()
-        .and_then(|mut d| d.next())
-        .and_then(Result::ok)
-        .map(|e| e.path());
-    let files = |name: &str| {
-        dir.as_ref()
-            .and_then(|d| std::fs::read_to_string(d.join(name)).ok())
-            .unwrap_or_default()
-    };
-    let graph = files("flame/prefork-eventloop-raw-plaintext-ka-on-c8-w1.svg");
-    let diff = files("flame/diff-prefork-eventloop-vs-work-stealing-raw-plaintext-ka-on-c8-w1.svg");
-    let json = files("results.json");
-    let _ = std::fs::remove_dir_all(&out);
-    assert!(run.status.success(), "{stdout}{stderr}");
-    assert!(graph.contains("</svg>"), "no flame graph: {stderr}");
-    assert!(diff.contains("</svg>"), "no differential graph: {stderr}");
-    let row = stdout
-        .lines()
-        .skip_while(|l| !l.starts_with("where the CPU goes"))
-        .find(|l| l.starts_with("| prefork-eventloop plaintext"))
-        .unwrap_or_else(|| panic!("{stdout}"));
-    let cols: Vec<f64> = row
-        .split('|')
-        .filter_map(|c| c.trim().parse().ok())
-        .collect();
-    // sampled total, then the six components: they add up.
-    assert_eq!(cols.len(), 7, "{row}");
-    assert!(cols[0] > 0.0, "{row}");
-    let sum: f64 = cols[1..].iter().sum();
-    assert!((sum - cols[0]).abs() < 0.05, "{row}");
-    let results: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let p = &results["cells"][0]["profile"];
-    assert!(p["samples"].as_u64().unwrap() > 0, "{p}");
-    assert_eq!(p["components"].as_array().unwrap().len(), COMPONENTS.len());
 }
 
 #[test]

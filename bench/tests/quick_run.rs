@@ -312,6 +312,65 @@ fn syscalls_are_counted_by_name() {
     assert!(cell["runs"][0]["syscalls_per_req"].is_null(), "{cell}");
 }
 
+/// `--profile` end to end on two variants: a flame graph per cell, a differential one, and
+/// a table row whose components add up to the sampled total. Skipped, with the reason,
+/// where perf cannot sample.
+#[test]
+fn a_profiled_run_draws_a_flame_graph_per_cell() {
+    if let Err(why) = bench::profile::check(0) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let out = Out::new("prof");
+    let stdout = bench(&[
+        "--quick",
+        "--profile",
+        "--diff",
+        "prefork-eventloop,work-stealing",
+        "--variants",
+        "prefork-eventloop,work-stealing",
+        "--keepalive",
+        "on",
+        "--client",
+        "wrk",
+        "-c",
+        "8",
+        "--workers",
+        "1",
+        "--server-cpus",
+        "0",
+        "--out",
+        &out.arg(),
+    ]);
+    let dir = out.run_dir();
+    let file = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let graph = file("flame/prefork-eventloop-raw-plaintext-ka-on-c8-w1.svg");
+    let diff = file("flame/diff-prefork-eventloop-vs-work-stealing-raw-plaintext-ka-on-c8-w1.svg");
+    assert!(graph.contains("</svg>"), "no flame graph");
+    assert!(diff.contains("</svg>"), "no differential graph");
+    let row = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("where the CPU goes"))
+        .find(|l| l.starts_with("| prefork-eventloop plaintext"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let cols: Vec<f64> = row
+        .split('|')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    // The sampled total, then the six components: they add up.
+    assert_eq!(cols.len(), 7, "{row}");
+    assert!(cols[0] > 0.0, "{row}");
+    let sum: f64 = cols[1..].iter().sum();
+    assert!((sum - cols[0]).abs() < 0.05, "{row}");
+    let results: serde_json::Value = serde_json::from_str(&file("results.json")).unwrap();
+    let p = &results["cells"][0]["profile"];
+    assert!(p["samples"].as_u64().unwrap() > 0, "{p}");
+    assert_eq!(
+        p["components"].as_array().unwrap().len(),
+        bench::profile::COMPONENTS.len()
+    );
+}
+
 /// A peer that cannot start is one clear failure in its cell, not a hang or a crash.
 #[test]
 fn a_peer_that_does_not_start_fails_its_cell_clearly() {
