@@ -1,7 +1,7 @@
 //! The load generators: command lines for `ab`, `wrk` and `oha`, and parsers of what they
 //! print.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -102,7 +102,7 @@ pub fn command(load: &Load) -> Result<Vec<String>, String> {
                 return Err("oha cannot pipeline requests; use --client wrk".into());
             }
             args.extend([
-                oha_path(),
+                oha_path().map_or_else(|| "oha".into(), |p| p.display().to_string()),
                 "--no-tui".into(),
                 "--output-format".into(),
                 "json".into(),
@@ -136,16 +136,19 @@ pub fn command(load: &Load) -> Result<Vec<String>, String> {
 }
 
 /// Where `oha` is: on the PATH, else where `scripts/bench` installs it
-/// (`target/tools/bin`, `cargo install --locked` at a pinned version).
-pub fn oha_path() -> String {
-    let installed = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/tools/bin/oha");
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join("oha").is_file()));
-    if !on_path && Path::new(installed).is_file() {
-        installed.to_string()
-    } else {
-        "oha".to_string()
-    }
+/// (`target/tools/bin`, `cargo install --locked` at a pinned version); `None` if neither.
+pub fn oha_path() -> Option<PathBuf> {
+    let installed = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/tools/bin/oha"
+    ));
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join("oha"))
+                .find(|p| p.is_file())
+        })
+        .or_else(|| installed.is_file().then(|| installed.to_path_buf()))
 }
 
 /// What a client reported for one run.

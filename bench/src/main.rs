@@ -270,7 +270,7 @@ fn main() {
     }
     let tool = client.command();
     let found = match client {
-        Client::Oha => Path::new(&bench::client::oha_path()).is_file() || which("oha").is_some(),
+        Client::Oha => bench::client::oha_path().is_some(),
         _ => which(tool).is_some(),
     };
     if !found {
@@ -525,7 +525,8 @@ fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell
             "archzoo": env!("CARGO_PKG_VERSION"),
             "ab": version_line(&["ab", "-V"]),
             "wrk": version_line(&["wrk", "-v"]),
-            "oha": version_line(&[&bench::client::oha_path(), "--version"]),
+            "oha": bench::client::oha_path()
+                .map_or_else(String::new, |p| version_line(&[&p.display().to_string(), "--version"])),
             "peers": peers
                 .iter()
                 .map(|p| (p.name.clone(), peer_version(p)))
