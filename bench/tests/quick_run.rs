@@ -371,6 +371,48 @@ fn a_profiled_run_draws_a_flame_graph_per_cell() {
     );
 }
 
+/// A pipelined batch is answered with one write, by the shared codec and by hyper (with
+/// `pipeline_flush` on the patched hyper): at 16 requests per write, about one write
+/// system call per 16 answers. Counted, not timed: a server that writes each answer alone
+/// makes 1 a request.
+#[test]
+fn a_pipelined_batch_is_answered_in_one_write() {
+    let out = Out::new("pipe");
+    let stdout = bench(&[
+        "--quick",
+        "--syscalls",
+        "--variants",
+        "prefork-eventloop,work-stealing/hyper",
+        "--keepalive",
+        "on",
+        "--client",
+        "wrk",
+        "--pipeline",
+        "16",
+        "-c",
+        "8",
+        "--workers",
+        "1",
+        "--out",
+        &out.arg(),
+    ]);
+    for variant in ["prefork-eventloop", "work-stealing/hyper"] {
+        let line = stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("system calls per request, by name"))
+            .find(|l| l.starts_with(&format!("| {variant} |")))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        let by_name = line.trim_matches('|').rsplit('|').next().unwrap_or("");
+        let writes: f64 = by_name
+            .split(" · ")
+            .filter_map(|part| part.trim().split_once(' '))
+            .filter(|(n, _)| ["sendto", "writev", "write", "sendmsg"].contains(n))
+            .filter_map(|(_, v)| v.parse::<f64>().ok())
+            .sum();
+        assert!(writes < 0.3, "{variant}: {writes} writes a request: {line}");
+    }
+}
+
 /// A peer that cannot start is one clear failure in its cell, not a hang or a crash.
 #[test]
 fn a_peer_that_does_not_start_fails_its_cell_clearly() {
