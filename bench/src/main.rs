@@ -458,13 +458,6 @@ fn main() {
     }
     bar.finish_and_clear();
 
-    for cell in &mut cells {
-        let key = cell.key();
-        if let Some(p) = cell.profile.as_mut() {
-            p.flamegraph = format!("flame/{key}.svg");
-            p.folded_file = format!("flame/{key}.folded");
-        }
-    }
     println!("{}", report::markdown(&cells));
     let profiled: Vec<(String, &bench::profile::Profile)> = cells
         .iter()

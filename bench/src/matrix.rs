@@ -228,14 +228,8 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         .filter(|_| plan.profile && cell.failure.is_none())
     {
         // After the measured repetitions, so that sampling cannot change them.
-        match profiled(plan, &load(plan.amount), &procfs::tree(s.pid())) {
-            Ok(Profiled { mut profile, rps }) => {
-                profile.speed_vs_median = cell
-                    .median()
-                    .filter(|m| m.outcome.rps > 0.0)
-                    .map(|m| rps / m.outcome.rps);
-                cell.profile = Some(profile);
-            }
+        match profiled(plan, &load(plan.amount), &procfs::tree(s.pid()), &cell) {
+            Ok(profile) => cell.profile = Some(profile),
             Err(e) => cell.notes.push(format!("no profile: {e}")),
         }
     }
@@ -264,14 +258,9 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     cell
 }
 
-/// A profiled repetition: its profile and its req/s.
-struct Profiled {
-    profile: Profile,
-    rps: f64,
-}
-
-/// One more repetition with the server's CPUs sampled (`--profile`), its samples folded.
-fn profiled(plan: &Plan, load: &Load, pids: &[i32]) -> Result<Profiled, String> {
+/// One more repetition of `cell` with the server's CPUs sampled (`--profile`): its
+/// samples folded, its speed beside the measured median, its files named after the cell.
+fn profiled(plan: &Plan, load: &Load, pids: &[i32], cell: &Cell) -> Result<Profile, String> {
     let recording = profile::Recording::start(&plan.server_cpus)?;
     let run = measure(plan, load, Some(pids), false);
     let script = recording.stop(pids)?;
@@ -280,10 +269,15 @@ fn profiled(plan: &Plan, load: &Load, pids: &[i32]) -> Result<Profiled, String> 
     if folded.is_empty() {
         return Err("perf recorded no sample of the server's processes".into());
     }
-    Ok(Profiled {
-        profile: profile::profile(folded, run.outcome.requests),
-        rps: run.outcome.rps,
-    })
+    let mut profile = profile::profile(folded, run.outcome.requests);
+    profile.speed_vs_median = cell
+        .median()
+        .filter(|m| m.outcome.rps > 0.0)
+        .map(|m| run.outcome.rps / m.outcome.rps);
+    let key = cell.key();
+    profile.flamegraph = format!("flame/{key}.svg");
+    profile.folded_file = format!("flame/{key}.folded");
+    Ok(profile)
 }
 
 /// One client run with the server's (and the client's) CPU accounted around it, and its

@@ -37,7 +37,7 @@ pub const HZ: u32 = 999;
 const STACK_BYTES: u32 = 16384;
 
 /// Where a sample's time went, from its innermost frames: the rows of the "where the CPU
-/// goes" table, in the order they are printed.
+/// goes" table, in the order they are printed (indexed by the constants below).
 pub const COMPONENTS: [&str; 6] = [
     "kernel",
     "codec & handler",
@@ -46,6 +46,12 @@ pub const COMPONENTS: [&str; 6] = [
     "libc",
     "other",
 ];
+const KERNEL: usize = 0;
+const CODEC_HANDLER: usize = 1;
+const RUNTIME_LOOP: usize = 2;
+const ALLOC: usize = 3;
+const LIBC: usize = 4;
+const OTHER: usize = 5;
 
 /// One cell's profile: the samples of its extra repetition, folded, and what they say.
 #[derive(Debug, Clone, Serialize)]
@@ -73,23 +79,32 @@ pub struct Profile {
     pub folded: Vec<(String, u64)>,
 }
 
-/// Whether perf can sample `cpu` here: `Err` is one line that says what to do.
+/// The `perf record` command line `--profile` samples with: cpu-clock at [`HZ`] on `cpus`,
+/// kernel and user stacks (DWARF), into `data`.
+fn perf_record(cpus: &[usize], data: &Path) -> Command {
+    let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+    let mut cmd = Command::new("perf");
+    cmd.args([
+        "record",
+        "-q",
+        "-e",
+        "cpu-clock",
+        "-F",
+        &HZ.to_string(),
+        "-g",
+    ])
+    .arg(format!("--call-graph=dwarf,{STACK_BYTES}"))
+    .args(["-C", &list.join(","), "-o"])
+    .arg(data)
+    .stdin(Stdio::null());
+    cmd
+}
+
+/// Whether perf can sample `cpu` here, with the very options a recording uses: `Err` is
+/// one line that says what to do.
 pub fn check(cpu: usize) -> Result<(), String> {
     let tmp = std::env::temp_dir().join(format!("archzoo-perf-probe-{}", std::process::id()));
-    let out = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-e",
-            "cpu-clock",
-            "-C",
-            &cpu.to_string(),
-            "-o",
-        ])
-        .arg(&tmp)
-        .args(["--", "true"])
-        .stdin(Stdio::null())
-        .output();
+    let out = perf_record(&[cpu], &tmp).args(["--", "true"]).output();
     let _ = std::fs::remove_file(&tmp);
     let out = match out {
         Ok(o) => o,
@@ -130,21 +145,7 @@ impl Recording {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let data =
             std::env::temp_dir().join(format!("archzoo-profile-{}-{n}.data", std::process::id()));
-        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
-        let child = Command::new("perf")
-            .args([
-                "record",
-                "-q",
-                "-e",
-                "cpu-clock",
-                "-F",
-                &HZ.to_string(),
-                "-g",
-            ])
-            .arg(format!("--call-graph=dwarf,{STACK_BYTES}"))
-            .args(["-C", &list.join(","), "-o"])
-            .arg(&data)
-            .stdin(Stdio::null())
+        let child = perf_record(cpus, &data)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -236,7 +237,7 @@ pub fn profile(folded: Vec<(String, u64)>, requests: u64) -> Profile {
     for (stack, n) in &folded {
         let c = component(stack);
         by[c] += n;
-        if c == 0 {
+        if c == KERNEL {
             let name = syscall_of(stack).unwrap_or("no syscall");
             match syscalls.iter_mut().find(|(s, _)| s == name) {
                 Some((_, total)) => *total += n,
@@ -274,16 +275,16 @@ pub fn component(stack: &str) -> usize {
     match frames.next() {
         // The vDSO is the kernel's code, but it runs in user mode without a system call
         // (the clock reads behind `Instant::now`): libc's side of the line.
-        Some(leaf) if leaf.starts_with("__vdso") => return 4,
-        Some(leaf) if leaf.ends_with("_[k]") => return 0,
+        Some(leaf) if leaf.starts_with("__vdso") => return LIBC,
+        Some(leaf) if leaf.ends_with("_[k]") => return KERNEL,
         Some(leaf) => {
             if let Some(c) = owner(leaf) {
                 return c;
             }
         }
-        None => return 5,
+        None => return OTHER,
     }
-    frames.find_map(owner).unwrap_or(5)
+    frames.find_map(owner).unwrap_or(OTHER)
 }
 
 /// What a kernel stack was doing, by the system call it was serving: the name from its
@@ -294,14 +295,11 @@ pub fn component(stack: &str) -> usize {
 /// (interrupts, softirqs, page faults).
 pub fn syscall_of(stack: &str) -> Option<&str> {
     let mut kernel = stack.split(';').filter_map(|f| f.strip_suffix("_[k]"));
-    let named = stack
-        .split(';')
-        .filter_map(|f| f.strip_suffix("_[k]"))
-        .find_map(|f| {
-            f.strip_prefix("__x64_sys_")
-                .or_else(|| f.strip_prefix("__do_sys_"))
-                .or_else(|| f.strip_prefix("__se_sys_"))
-        });
+    let named = kernel.clone().find_map(|f| {
+        f.strip_prefix("__x64_sys_")
+            .or_else(|| f.strip_prefix("__do_sys_"))
+            .or_else(|| f.strip_prefix("__se_sys_"))
+    });
     if named.is_some() {
         return named;
     }
@@ -328,35 +326,35 @@ fn owner(frame: &str) -> Option<usize> {
     };
     let path = path_of(name);
     if CODEC.iter().any(|p| path.starts_with(p)) {
-        return Some(1);
+        return Some(CODEC_HANDLER);
     }
     if RUNTIME.iter().any(|p| path.starts_with(p)) {
-        return Some(2);
+        return Some(RUNTIME_LOOP);
     }
     if ALLOCATOR.iter().any(|p| path.starts_with(p)) {
-        return Some(3);
+        return Some(ALLOC);
     }
     if path.contains("::") {
         // The standard library works for whoever called it; any other crate's named
         // function (a peer's own code, a dependency not listed) is "other".
         let std = ["std::", "core::", "alloc::", "&std::", "&mut std::"];
-        return (!std.iter().any(|p| path.starts_with(p))).then_some(5);
+        return (!std.iter().any(|p| path.starts_with(p))).then_some(OTHER);
     }
     // A bare name: a C symbol — libc's, or one perf could not name ("[unknown]", or
     // "[libc.so.6]" from its file) — or an inlined Rust function's short name (`poll`,
     // `read`), which says nothing: only libc's reserved `__` names are libc's then.
     if path.starts_with("[libc.so") || LIBC_RESERVED.iter().any(|p| path.starts_with(p)) {
-        return Some(4);
+        return Some(LIBC);
     }
     if inlined || path.starts_with('[') {
         return None;
     }
     if ["malloc", "free", "realloc", "calloc"].contains(&path) {
-        return Some(3);
+        return Some(ALLOC);
     }
     // Every other bare symbol outside the kernel is C: the servers' only C is libc
     // (and SQLite's, which `sqlite3` above claims for the handler).
-    Some(4)
+    Some(LIBC)
 }
 
 /// The path that names a frame's owner: `a::b::f<T>` → `a::b::f`; `<T as Trait>::f` and

@@ -349,8 +349,8 @@ pub fn markdown(cells: &[Cell]) -> String {
             );
         }
         let mut sys = String::new();
+        let counted = cell.counted.as_ref();
         if syscalls {
-            let counted = cell.counted.as_ref();
             let _ = write!(
                 sys,
                 " {} |",
@@ -358,7 +358,6 @@ pub fn markdown(cells: &[Cell]) -> String {
             );
         }
         if submissions {
-            let counted = cell.counted.as_ref();
             let _ = write!(
                 sys,
                 " {} |",
@@ -567,6 +566,7 @@ pub fn write_profiles(
     let Some((a, b)) = diff else {
         return Ok(written);
     };
+    let graphs = written.len();
     let same = |x: &Cell, y: &Cell| {
         (x.stack.as_str(), x.workers, x.group()) == (y.stack.as_str(), y.workers, y.group())
     };
@@ -590,7 +590,7 @@ pub fn write_profiles(
         crate::profile::differential(pa, pb, &title, &dir.join(&file))?;
         written.push(file);
     }
-    if written.iter().all(|f| !f.contains("/diff-")) {
+    if written.len() == graphs {
         return Err(format!(
             "--diff {a},{b}: the two share no profiled cell (same workload, keep-alive, concurrency, stack, workers)"
         ));
