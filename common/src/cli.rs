@@ -57,6 +57,15 @@ pub struct ServerArgs {
     /// system has it.
     #[arg(long)]
     pub keepalive_requests: Option<u32>,
+    /// PostgreSQL database of /pg: a URL or libpq connection string
+    /// (postgres://USER[:PASSWORD]@HOST:PORT/DB); without it /pg answers 503.
+    #[arg(long, value_name = "URL")]
+    pub pg: Option<String>,
+    /// Connections in each /pg pool (per worker; per process for work-stealing). Default:
+    /// as the modelled system sizes it — 1 where a worker blocks on the database (PHP's
+    /// persistent PDO), 64 where requests wait concurrently (Swoole's PDOPool).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub db_pool: Option<u32>,
     /// Connections per worker (per reactor in reactor-workers): at the limit a worker
     /// stops accepting and leaves new connections in the listen queue.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -88,6 +97,35 @@ impl KeepAlive {
     };
 }
 
+/// What a modelled system sets by default and the flags override.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defaults {
+    pub keepalive: KeepAlive,
+    /// Connections per `/pg` pool.
+    pub db_pool: u32,
+}
+
+impl Defaults {
+    /// Event-driven servers whose requests wait for the database concurrently (coroutines,
+    /// tasks): a pool of 64 per worker, Swoole's `PDOPool` default (Go's database/sql has
+    /// no limit; PostgreSQL's default max_connections of 100 would be one).
+    pub const EVENT_DRIVEN: Defaults = Defaults {
+        keepalive: KeepAlive::EVENT_DRIVEN,
+        db_pool: 64,
+    };
+    /// Apache prefork under PHP: one persistent connection per process.
+    pub const APACHE_PREFORK: Defaults = Defaults {
+        keepalive: KeepAlive::APACHE_PREFORK,
+        db_pool: 1,
+    };
+
+    /// These defaults for a worker that blocks on the database (Workerman's or PHP-FPM's
+    /// PDO): it can only ever use one connection at a time.
+    pub const fn blocking_db(self) -> Defaults {
+        Defaults { db_pool: 1, ..self }
+    }
+}
+
 /// The shared flags, checked and with defaults filled in.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -114,12 +152,12 @@ impl ServerArgs {
     /// limit and builds the `/db` database if it is missing; a problem is one line. Call it
     /// before any worker is forked or spawned.
     pub fn resolve(&self) -> Result<Config, String> {
-        self.resolve_with(KeepAlive::EVENT_DRIVEN)
+        self.resolve_with(Defaults::EVENT_DRIVEN)
     }
 
-    /// [`ServerArgs::resolve`] for a model whose keep-alive defaults differ.
-    pub fn resolve_with(&self, keepalive: KeepAlive) -> Result<Config, String> {
-        let config = self.check_with(keepalive)?;
+    /// [`ServerArgs::resolve`] for a model whose defaults differ.
+    pub fn resolve_with(&self, defaults: Defaults) -> Result<Config, String> {
+        let config = self.check_with(defaults)?;
         raise_fd_limit();
         crate::workloads::prepare_db(&self.db)?;
         Ok(config)
@@ -127,11 +165,21 @@ impl ServerArgs {
 
     /// The flags checked and completed, without side effects.
     pub fn check(&self) -> Result<Config, String> {
-        self.check_with(KeepAlive::EVENT_DRIVEN)
+        self.check_with(Defaults::EVENT_DRIVEN)
     }
 
-    /// [`ServerArgs::check`] with a model's keep-alive defaults.
-    pub fn check_with(&self, keepalive: KeepAlive) -> Result<Config, String> {
+    /// [`ServerArgs::check`] with a model's defaults.
+    pub fn check_with(&self, defaults: Defaults) -> Result<Config, String> {
+        let keepalive = defaults.keepalive;
+        let pg = match &self.pg {
+            Some(url) => {
+                let mut target: crate::pg::Target = url.parse()?;
+                target.pool = self.db_pool.unwrap_or(defaults.db_pool) as usize;
+                target.wait = Duration::from_secs(self.header_timeout);
+                Some(target)
+            }
+            None => None,
+        };
         let allowed = allowed_cpus();
         let cpus = match &self.cpus {
             Some(list) => {
@@ -160,6 +208,7 @@ impl ServerArgs {
                 handler: self.stack.handler(),
                 app: App {
                     db: Some(self.db.clone()),
+                    pg,
                     blocking: None,
                 }
                 .leak(),
@@ -330,8 +379,12 @@ pub fn announce(arch: &str, addr: SocketAddr, conn: &ConnConfig, details: impl D
         0 => "unlimited requests".to_string(),
         n => format!("{n} requests"),
     };
+    let pg = match &conn.app.pg {
+        Some(target) => format!("; /pg: {target}, pool {}", target.pool),
+        None => String::new(),
+    };
     eprintln!(
-        "{arch}: listening on http://{addr}/ — {details}; keep-alive: {requests}, {} s idle",
+        "{arch}: listening on http://{addr}/ — {details}; keep-alive: {requests}, {} s idle{pg}",
         conn.timeouts.idle.as_secs()
     );
 }
@@ -368,6 +421,8 @@ mod tests {
             header_timeout: 10,
             keepalive_timeout: None,
             keepalive_requests: None,
+            pg: None,
+            db_pool: None,
             max_conns: 10_000,
         };
         assert_eq!(args.check().unwrap().workers, allowed_cpus().len());

@@ -166,6 +166,12 @@ impl<S: Read + Write + AsFd, M: Mode> EvConn<S, M> {
             match self.conn.process().into() {
                 Step::Close => self.closing = true,
                 Step::Wait(wait) => self.wait_for = Some(wait),
+                // Workerman with PDO: the query blocks inside the callback, and with it
+                // every other connection of this loop.
+                Step::Query(job) => {
+                    let result = crate::pg::pool::run_blocking(self.conn.app().pg.as_ref(), &job);
+                    self.conn.query_done(result);
+                }
                 Step::Forward => return Next::Forward,
                 Step::Await => return Next::Pending,
                 Step::Read if !self.conn.output().is_empty() => {}

@@ -20,9 +20,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::handler::{App, Reply};
+use crate::handler::{App, Later, Reply};
 use crate::request::{Method, Request};
 use crate::response::{Body, Response};
 use crate::routes;
@@ -85,7 +85,7 @@ pub struct ResponseBuilder {
     content_type: &'static str,
     headers: Vec<(&'static str, String)>,
     body: Body,
-    wait: Option<Duration>,
+    later: Option<Later>,
 }
 
 impl ResponseBuilder {
@@ -95,7 +95,7 @@ impl ResponseBuilder {
             content_type: "text/plain",
             headers: Vec::new(),
             body: Body::Static(b""),
-            wait: None,
+            later: None,
         }
     }
 
@@ -122,7 +122,7 @@ impl ResponseBuilder {
             content_type: r.content_type,
             headers: r.headers,
             body: r.body,
-            wait: reply.wait,
+            later: reply.later,
         }
     }
 
@@ -131,7 +131,7 @@ impl ResponseBuilder {
         response.headers = self.headers;
         Reply {
             response,
-            wait: self.wait,
+            later: self.later,
         }
     }
 }
@@ -152,7 +152,7 @@ fn router() -> &'static matchit::Router<Endpoint> {
     static ROUTER: OnceLock<matchit::Router<Endpoint>> = OnceLock::new();
     ROUTER.get_or_init(|| {
         let mut r = matchit::Router::new();
-        let routes: [(&str, Endpoint); 7] = [
+        let routes: [(&str, Endpoint); 8] = [
             ("/", hello),
             ("/plaintext", hello),
             ("/json", json),
@@ -162,6 +162,9 @@ fn router() -> &'static matchit::Router<Endpoint> {
             }),
             ("/sleep", |c| {
                 ResponseBuilder::from_reply(routes::sleep_reply(c.raw_query.as_deref()))
+            }),
+            ("/pg", |c| {
+                ResponseBuilder::from_reply(routes::pg_reply(c.raw_query.as_deref()))
             }),
             ("/hello/{name}", greet),
         ];
@@ -286,6 +289,8 @@ mod tests {
             "/nope",
             "/sleep?ms=5",
             "/sleep?ms=x",
+            "/pg?queries=3&seed=1",
+            "/pg?queries=0",
         ] {
             let raw = routes::handle(
                 &Request::new(Method::Get, Version::Http11, path).unwrap(),
@@ -294,7 +299,7 @@ mod tests {
             let framed = get(path);
             assert_eq!(framed.response.status, raw.response.status, "{path}");
             assert_eq!(framed.response.body, raw.response.body, "{path}");
-            assert_eq!(framed.wait, raw.wait, "{path}");
+            assert_eq!(framed.later, raw.later, "{path}");
             assert!(framed
                 .response
                 .headers

@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::pg::{Job, Target};
 use crate::request::Request;
 use crate::response::Response;
 
@@ -25,13 +26,15 @@ pub type Handler = fn(&Request, &App) -> Reply;
 pub type BlockingHook = fn(&mut dyn FnMut());
 
 /// What the application gets from the server it runs in, passed to every handler call
-/// with the request (as may_minihttp passes its service state): the `/db` file, and how
-/// this runtime wants blocking work run. Built once per process (`ServerArgs::resolve`)
+/// with the request (as may_minihttp passes its service state): the `/db` file, the
+/// `/pg` database, and how this runtime wants blocking work run. Built once per process (`ServerArgs::resolve`)
 /// and shared by every connection; nothing of it is a global.
 #[derive(Debug, Clone, Default)]
 pub struct App {
     /// The SQLite file of `/db` (`--db`), checked before any worker starts.
     pub db: Option<PathBuf>,
+    /// The PostgreSQL database of `/pg` (`--pg`) and its pool size.
+    pub pg: Option<Target>,
     /// None: blocking work runs where the handler runs.
     pub blocking: Option<BlockingHook>,
 }
@@ -40,6 +43,7 @@ impl App {
     /// No database, no hook: for handlers that need neither (tests, the codec's own).
     pub const NONE: App = App {
         db: None,
+        pg: None,
         blocking: None,
     };
 
@@ -65,8 +69,18 @@ impl App {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub response: Response,
-    /// Send the response only after this much time has passed, waiting the runtime's way.
-    pub wait: Option<Duration>,
+    /// Work the runtime does its own way before the response goes out; None: send it now.
+    pub later: Option<Later>,
+}
+
+/// What a reply waits for, each runtime the way its model does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Later {
+    /// Send the response only after this much time has passed.
+    Wait(Duration),
+    /// Run this `/pg` job against the database, then send the response it makes of the
+    /// reply's response (see [`crate::pg::Job::answer`]).
+    Query(Job),
 }
 
 impl Reply {
@@ -74,7 +88,7 @@ impl Reply {
     pub fn now(response: Response) -> Self {
         Reply {
             response,
-            wait: None,
+            later: None,
         }
     }
 
@@ -82,7 +96,15 @@ impl Reply {
     pub fn after(wait: Duration, response: Response) -> Self {
         Reply {
             response,
-            wait: Some(wait),
+            later: Some(Later::Wait(wait)),
+        }
+    }
+
+    /// Answer after the database ran `job` (`/pg`).
+    pub fn query(job: Job) -> Self {
+        Reply {
+            response: Response::new(200, "text/plain", crate::response::Body::Static(b"")),
+            later: Some(Later::Query(job)),
         }
     }
 }

@@ -27,6 +27,9 @@
 //!   plugs in its own native timer without the handler knowing which runtime it runs on.
 //! - [`workloads`] — `/sum` (CPU), `/db` (SQLite), `/sleep` (waiting): what hello world
 //!   hides.
+//! - [`pg`] — `/pg`: PostgreSQL across a socket. The query sequence as a sans-IO state
+//!   machine over `postgres-protocol` (`pg::wire`) and a connection pool over a blocking or
+//!   coroutine stream (`pg::pool`); each runtime supplies only its stream and its wait.
 //! - [`framework`] — `--stack framework`: a router, a middleware chain and owned request and
 //!   response objects over the same routes, to measure what a framework costs.
 //! - [`listener`] — listening sockets built with socket2 (backlog, SO_REUSEADDR,
@@ -51,6 +54,7 @@ pub mod framework;
 pub mod handler;
 pub mod linger;
 pub mod listener;
+pub mod pg;
 pub mod registry;
 pub mod request;
 pub mod response;

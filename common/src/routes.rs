@@ -8,7 +8,7 @@
 use crate::handler::{App, Handler, Reply};
 use crate::request::Request;
 use crate::response::{Body, Response};
-use crate::{framework, workloads};
+use crate::{framework, pg, workloads};
 
 /// The benchmark posts' body: 13 bytes.
 pub const HELLO: &[u8] = b"hello, world!";
@@ -80,11 +80,20 @@ pub fn sleep_reply(query: Option<&str>) -> Reply {
     }
 }
 
+/// `/pg`: a reply that carries its job (see [`crate::pg`]); the runtime runs it its way.
+pub fn pg_reply(query: Option<&str>) -> Reply {
+    match pg::Job::parse(query) {
+        Ok(job) => Reply::query(job),
+        Err(e) => Reply::now(Response::text(400, format!("{e}\n"))),
+    }
+}
+
 /// The raw stack: the routes with nothing in between.
 ///
 /// - `/` and `/plaintext` → `hello, world!` (text/plain)
 /// - `/json` → `{"message":"Hello, World!"}` (application/json)
 /// - `/sum`, `/db?queries=N`, `/sleep?ms=N` → see [`workloads`]
+/// - `/pg?queries=N&sleep_ms=M` → see [`pg`]
 /// - anything else → 404
 pub fn handle(req: &Request, app: &App) -> Reply {
     match req.path() {
@@ -97,6 +106,7 @@ pub fn handle(req: &Request, app: &App) -> Reply {
         "/sum" => sum_reply(),
         "/db" => db_reply(req.query(), app),
         "/sleep" => sleep_reply(req.query()),
+        "/pg" => pg_reply(req.query()),
         _ => Reply::now(Response::text(404, "not found\n")),
     }
 }

@@ -224,7 +224,7 @@ mod tests {
         assert!(err.contains("--db"), "{err}");
         let missing = App {
             db: Some(std::env::temp_dir().join("archzoo-no-such-dir/none.db")),
-            blocking: None,
+            ..App::NONE
         };
         let err = db_body(1, &missing).unwrap_err();
         assert!(err.contains("cannot open"), "{err}");

@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
 
 use self::chunked::Chunked;
 use self::head::BodyFraming;
-use crate::handler::{App, Handler, Reply};
+use crate::handler::{App, Handler, Later, Reply};
+use crate::pg::{Job, PgError};
 
 use crate::response::{self, Framing, Response};
 use crate::stats;
@@ -157,6 +158,9 @@ pub enum Progress {
     /// Write out what is buffered, wait this long the runtime's native way, then call
     /// `process` again: the handler asked for the wait.
     Wait(Duration),
+    /// Write out what is buffered, run this `/pg` job the runtime's way, hand its result
+    /// to [`Conn::query_done`], then call `process` again.
+    Query(Job),
     /// Write out what is buffered, then close the connection.
     Close,
 }
@@ -167,6 +171,7 @@ pub enum Progress {
 pub enum Step {
     Read,
     Wait(Duration),
+    Query(Job),
     Close,
     /// Send [`Conn::request`] on (its number is [`Conn::forwarded_seq`]), then call
     /// `process` again: later pipelined requests go on too, without waiting for this one.
@@ -183,6 +188,7 @@ impl From<Progress> for Step {
         match p {
             Progress::Read => Step::Read,
             Progress::Wait(d) => Step::Wait(d),
+            Progress::Query(job) => Step::Query(job),
             Progress::Close => Step::Close,
         }
     }
@@ -199,6 +205,10 @@ pub trait Mode: private::Sealed {
     fn from_config(config: &ConnConfig) -> Self;
     /// Runs the handler on `req`, or says that the request goes elsewhere.
     fn dispatch(&self, req: &Request) -> Result<Reply, Self::Next>;
+    /// What the handler is given (a forwarding connection runs none: nothing).
+    fn app(&self) -> &'static App {
+        &NO_APP
+    }
     /// A request went elsewhere; its response will be written with `framing`.
     fn forwarded(&mut self, _framing: Framing, _head: bool) {}
     /// An answer the connection gives itself (an error) goes out after those still owed
@@ -253,6 +263,9 @@ impl Mode for Answer {
     #[inline]
     fn dispatch(&self, req: &Request) -> Result<Reply, Progress> {
         Ok((self.0)(req, self.1))
+    }
+    fn app(&self) -> &'static App {
+        self.1
     }
 }
 
@@ -313,6 +326,9 @@ enum State {
     Dispatch,
     /// The handler asked to wait; this response goes out when `process` is called again.
     Waiting(Response),
+    /// The handler asked for a database job; its answer is made of this response when the
+    /// runtime hands back the result ([`Conn::query_done`]).
+    Querying(Job, Response),
     /// A close was decided; nothing more is parsed.
     Closed,
 }
@@ -582,6 +598,21 @@ impl<M: Mode> Conn<M> {
         self.rejected || (matches!(self.state, State::Closed) && self.start < self.end)
     }
 
+    /// What this connection's handler is given: where a runtime finds the `/pg` database
+    /// when it runs a [`Progress::Query`].
+    pub fn app(&self) -> &'static App {
+        self.mode.app()
+    }
+
+    /// The result of the job a [`Progress::Query`] asked for: its response goes out at the
+    /// next `process`.
+    pub fn query_done(&mut self, result: Result<f64, PgError>) {
+        self.state = match std::mem::replace(&mut self.state, State::Closed) {
+            State::Querying(job, shell) => State::Waiting(job.answer(shell, result)),
+            other => other,
+        };
+    }
+
     /// Handles everything the buffer holds and says what the runtime must do next.
     pub fn process(&mut self) -> M::Next {
         let next = self.run();
@@ -667,10 +698,14 @@ impl<M: Mode> Conn<M> {
                     }
                     Ok(reply) => {
                         stats::request();
-                        match reply.wait {
-                            Some(wait) if !wait.is_zero() => {
+                        match reply.later {
+                            Some(Later::Wait(wait)) if !wait.is_zero() => {
                                 self.state = State::Waiting(reply.response);
                                 return Progress::Wait(wait).into();
+                            }
+                            Some(Later::Query(job)) => {
+                                self.state = State::Querying(job, reply.response);
+                                return Progress::Query(job).into();
                             }
                             _ => self.respond(&reply.response),
                         }
@@ -680,6 +715,11 @@ impl<M: Mode> Conn<M> {
                     // The idle clock starts when a delayed response goes out.
                     self.last_read = Instant::now();
                     self.respond(&response)
+                }
+                State::Querying(job, response) => {
+                    // The runtime has not handed the result back yet: ask again.
+                    self.state = State::Querying(job, response);
+                    return Progress::Query(job).into();
                 }
             }
         }

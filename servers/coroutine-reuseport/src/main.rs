@@ -57,7 +57,7 @@ use common::listener::{self, ListenOptions, ACCEPT_BACKOFF};
 use common::registry::{ConnRegistry, Registration, Tracked, SWEEP_EVERY};
 use common::shutdown::{self, StopChannel};
 use common::supervisor::{self, Supervisor};
-use common::{linger, stats};
+use common::{linger, pg, stats};
 use may::io::WaitIo;
 use may::net::{TcpListener, TcpStream};
 
@@ -241,6 +241,15 @@ fn serve(mut t: Tracked<TcpStream>, config: &ConnConfig) {
                 }
                 // Parks only this coroutine; the others keep running.
                 may::coroutine::sleep(wait);
+            }
+            Progress::Query(job) => {
+                if write_out(&mut t.stream, &mut conn, &t.entry).is_err() {
+                    return;
+                }
+                // Swoole's hooked PDO: `may`'s socket parks this coroutine at each wait
+                // for the database; the scheduler runs the other connections meanwhile.
+                let result = pg::pool::run_coroutine(conn.app().pg.as_ref(), &job);
+                conn.query_done(result);
             }
             Progress::Close => {
                 let _ = write_out(&mut t.stream, &mut conn, &t.entry);

@@ -41,11 +41,11 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use common::cli::{self, KeepAlive, ServerArgs};
+use common::cli::{self, Defaults, ServerArgs};
 use common::codec::{Conn, ConnConfig, Progress};
 use common::listener::{ListenOptions, ACCEPT_BACKOFF};
 use common::supervisor::{self, Supervisor};
-use common::{linger, shutdown, stats};
+use common::{linger, pg, shutdown, stats};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -68,7 +68,7 @@ fn main() {
     let args: Args = cli::parse();
     let config = args
         .server
-        .resolve_with(KeepAlive::APACHE_PREFORK)
+        .resolve_with(Defaults::APACHE_PREFORK)
         .unwrap_or_else(|e| cli::fail(ARCH, e));
     let listener = ListenOptions::new(config.addr)
         .backlog(config.backlog)
@@ -166,6 +166,14 @@ fn serve(mut stream: TcpStream, config: &ConnConfig) {
                 }
                 // The blocking model's only way to wait: the whole worker sleeps.
                 std::thread::sleep(wait);
+            }
+            Progress::Query(job) => {
+                if !flush(&mut stream, &mut conn) {
+                    return;
+                }
+                // PHP-FPM with PDO: the worker blocks in the kernel for each answer.
+                let result = pg::pool::run_blocking(conn.app().pg.as_ref(), &job);
+                conn.query_done(result);
             }
             Progress::Close => {
                 flush(&mut stream, &mut conn);

@@ -15,8 +15,8 @@
 //!   │ loop:  │   │ loop   │        │ loop   │          │ loop   │ │ loop   │ │ loop   │
 //!   │ accept │   └────────┘        └────────┘          └────────┘ └────────┘ └────────┘
 //!   │ read → │   one process, one thread, many connections, callbacks on readiness
-//!   │ message│
-//!   │ write  │
+//!   │ message│   /pg: the callback blocks on the database's socket (PDO): the whole
+//!   │ write  │   loop, every connection of this child, waits for each answer
 //!   └────────┘
 //! ```
 //!
@@ -40,6 +40,8 @@
 //! - `/sleep` is a timer in the loop (a min-heap feeding `epoll_wait`'s timeout): no
 //!   connection waits for another. `/db` runs inside the callback: the whole loop, every
 //!   connection of that child, stalls for the query (Workerman with a blocking PDO call).
+//!   `/pg` likewise, on a socket: the child waits for each of its N round trips to
+//!   PostgreSQL, so one connection (`--db-pool` 1) is all a child can use.
 //! - Cost per keep-alive request: one `read` (a short read means the socket is drained —
 //!   no extra read that only returns EAGAIN), one `write`, a share of an `epoll_wait`.
 
@@ -48,7 +50,7 @@ mod event_loop;
 use std::net::TcpListener;
 
 use clap::Parser;
-use common::cli::{self, ServerArgs};
+use common::cli::{self, Defaults, ServerArgs};
 use common::listener::{self, ListenOptions};
 use common::supervisor::Supervisor;
 
@@ -70,7 +72,10 @@ struct Args {
 
 fn main() {
     let args: Args = cli::parse();
-    let config = args.server.resolve().unwrap_or_else(|e| cli::fail(ARCH, e));
+    let config = args
+        .server
+        .resolve_with(Defaults::EVENT_DRIVEN.blocking_db())
+        .unwrap_or_else(|e| cli::fail(ARCH, e));
     let listen_error = |e: std::io::Error| -> ! {
         cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr))
     };

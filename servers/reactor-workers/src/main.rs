@@ -63,7 +63,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use common::cli::{self, Config, ServerArgs};
+use common::cli::{self, Config, Defaults, ServerArgs};
 use common::listener::ListenOptions;
 use common::shutdown::{self, StopChannel};
 use common::supervisor::{self, Supervisor};
@@ -100,7 +100,14 @@ struct Args {
 
 fn main() {
     let args: Args = cli::parse();
-    let config = args.server.resolve().unwrap_or_else(|e| cli::fail(ARCH, e));
+    let defaults = match args.worker_mode {
+        WorkerMode::Coroutine => Defaults::EVENT_DRIVEN,
+        WorkerMode::Sync => Defaults::EVENT_DRIVEN.blocking_db(),
+    };
+    let config = args
+        .server
+        .resolve_with(defaults)
+        .unwrap_or_else(|e| cli::fail(ARCH, e));
     let reactors = args.reactors as usize;
     let dispatch = args.dispatch;
     let mode = clap::ValueEnum::to_possible_value(&dispatch)

@@ -4,11 +4,12 @@
 //!
 //! - **coroutine** (the default, as Swoole runs `onRequest` since 4.4): a single-threaded
 //!   coroutine scheduler (`may`); a request that waits (`/sleep`) parks in a coroutine of
-//!   its own, so only that request waits and the worker takes the next frames meanwhile. A
-//!   synchronous call (`/db`'s SQLite) still blocks the whole worker, as an unhooked driver
-//!   blocks a Swoole worker.
+//!   its own, so only that request waits and the worker takes the next frames meanwhile;
+//!   `/pg` yields its coroutine at every wait for the database (Swoole's hooked PDO, a pool
+//!   of `--db-pool` connections, 64 by default). A synchronous call (`/db`'s SQLite) still
+//!   blocks the whole worker, as an unhooked driver blocks a Swoole worker.
 //! - **sync**: one request at a time, blocking — a PHP-FPM child behind nginx, or Swoole
-//!   with `enable_coroutine => false`.
+//!   with `enable_coroutine => false`; `/pg` blocks the worker on its one connection.
 //!
 //! Either way a worker takes every frame one read brought (the reactor sends a pass's
 //! requests together), answers them, and sends the answers back in one write: the hop
@@ -22,8 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::handler::{App, Handler, Reply};
-use common::{shutdown, stats, supervisor};
+use common::handler::{App, Handler, Later, Reply};
+use common::{pg, shutdown, stats, supervisor};
 
 use crate::ipc;
 
@@ -125,8 +126,9 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
                             Err(_) => break 'link,
                         };
                         stats::request();
-                        let Reply { response, wait } = handler(&request, app);
-                        let Some(wait) = wait.filter(|w| !w.is_zero()) else {
+                        let Reply { response, later } = handler(&request, app);
+                        let Some(later) = later.filter(|l| *l != Later::Wait(Duration::ZERO))
+                        else {
                             ipc::encode_response(&mut batch, token, &response);
                             continue;
                         };
@@ -134,7 +136,18 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
                         let (writer, in_flight) = (writer.clone(), in_flight.clone());
                         may::go!(move || {
                             // Parks this request only; the worker serves the others.
-                            may::coroutine::sleep(wait);
+                            let response = match later {
+                                Later::Wait(wait) => {
+                                    may::coroutine::sleep(wait);
+                                    response
+                                }
+                                // Swoole's hooked PDO: the coroutine yields at each wait
+                                // for the database.
+                                Later::Query(job) => {
+                                    let result = pg::pool::run_coroutine(app.pg.as_ref(), &job);
+                                    job.answer(response, result)
+                                }
+                            };
                             let mut out = Vec::new();
                             ipc::encode_response(&mut out, token, &response);
                             if let Ok(mut link) = writer.lock() {
@@ -201,15 +214,28 @@ fn serve_sync(mut links: Vec<UnixStream>, handler: Handler, app: &App) -> Result
             while let Some(payload) = frames.next_frame().map_err(|e| e.to_string())? {
                 let (token, request) = ipc::decode_request(payload).map_err(|e| e.to_string())?;
                 stats::request();
-                let Reply { response, wait } = handler(&request, app);
-                if let Some(wait) = wait {
-                    if !out.is_empty() && link.write_all(&out).is_err() {
-                        break 'serve;
+                let Reply { response, later } = handler(&request, app);
+                let response = match later {
+                    None => response,
+                    Some(later) => {
+                        if !out.is_empty() && link.write_all(&out).is_err() {
+                            break 'serve;
+                        }
+                        out.clear();
+                        match later {
+                            // A synchronous worker waits by sleeping, as a PHP worker would.
+                            Later::Wait(wait) => {
+                                std::thread::sleep(wait);
+                                response
+                            }
+                            // PHP-FPM with PDO: blocked in the kernel for each answer.
+                            Later::Query(job) => {
+                                let result = pg::pool::run_blocking(app.pg.as_ref(), &job);
+                                job.answer(response, result)
+                            }
+                        }
                     }
-                    out.clear();
-                    // A synchronous worker waits by sleeping, as a PHP worker would.
-                    std::thread::sleep(wait);
-                }
+                };
                 ipc::encode_response(&mut out, token, &response);
             }
             if !out.is_empty() && link.write_all(&out).is_err() {

@@ -59,6 +59,7 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 use ring_recv::RingRecv;
 
+mod database;
 mod ring_recv;
 
 #[global_allocator]
@@ -307,6 +308,11 @@ async fn serve(mut t: Tracked<TcpStream>, config: &'static ConnConfig) {
             }
             Progress::Wait(wait) => {
                 glommio::timer::sleep(wait).await;
+            }
+            Progress::Query(job) => {
+                // Boxed: only connections that query carry the query's future.
+                let result = Box::pin(database::run(config.app.pg.as_ref(), &job)).await;
+                conn.query_done(result);
             }
             Progress::Close => {
                 // Dropping the stream closes it (FIN); a lingering close half-closes first.

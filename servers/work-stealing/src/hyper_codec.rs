@@ -16,6 +16,7 @@
 use std::convert::Infallible;
 
 use common::codec::{ConnConfig, Method, Request, Version, MAX_BODY, MAX_HEAD, MAX_HEADERS};
+use common::handler::Later;
 use common::response::Response as Reply;
 use common::stats;
 use http_body_util::{BodyExt, Full};
@@ -153,10 +154,18 @@ async fn handle(
         }
     }
     let reply = (config.handler)(&request, config.app);
-    if let Some(wait) = reply.wait {
-        tokio::time::sleep(wait).await;
-    }
-    Ok(to_hyper(reply.response))
+    let response = match reply.later {
+        None => reply.response,
+        Some(Later::Wait(wait)) => {
+            tokio::time::sleep(wait).await;
+            reply.response
+        }
+        Some(Later::Query(job)) => {
+            let result = crate::database::run(config.app.pg.as_ref(), &job).await;
+            job.answer(reply.response, result)
+        }
+    };
+    Ok(to_hyper(response))
 }
 
 fn to_hyper(reply: Reply) -> HyperResponse {

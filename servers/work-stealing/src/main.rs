@@ -39,6 +39,7 @@
 //! - tokio reads until a short read and only then waits for readiness, so a keep-alive
 //!   request costs one `read` and one `write`, plus a share of an `epoll_wait`.
 
+mod database;
 mod hyper_codec;
 
 use std::io;
@@ -292,6 +293,11 @@ async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, confi
                 // Boxed, as the drain below: a timer inline would be part of every
                 // connection's future, idle ones included, for the few that wait.
                 Box::pin(tokio::time::sleep(wait)).await;
+            }
+            Progress::Query(job) => {
+                // Boxed too: only connections that query pay for the query's future.
+                let result = Box::pin(database::run(config.app.pg.as_ref(), &job)).await;
+                conn.query_done(result);
             }
             Progress::Close => {
                 // Dropping the stream closes it (FIN); a lingering close half-closes first.
