@@ -17,6 +17,7 @@
 //! process group) when its handle is dropped, even when a test fails.
 
 pub mod corpus;
+pub mod database;
 pub mod rules;
 
 use std::io::{ErrorKind, Read, Write};

@@ -41,7 +41,10 @@ fn main() {
             eprintln!("  {line}");
         }
     }
-    libtest_mimic::run(&args, trials).exit();
+    let conclusion = libtest_mimic::run(&args, trials);
+    // The /pg rules' cluster, if they started it.
+    conformance::database::stop_database();
+    conclusion.exit();
 }
 
 /// The suite's thread-per-core rows must exercise the receive they are named for: on a

@@ -12,10 +12,13 @@
 //! - [`workloads`] — [`Workload`]: a request path and how to recognise a correct answer.
 //! - [`peers`] — the real third-party servers run beside the models (`bench --peers`,
 //!   `--peer NAME=COMMAND`).
+//! - [`database`] — the PostgreSQL cluster of `/pg` (`scripts/pg`), started on demand and
+//!   stopped by whoever started it.
 //! - [`launch`] — starting a server in its own process group (pinned, if asked), reading
 //!   the address from its start-up line, stopping it and collecting its `--stats` lines;
 //!   every group it started is killed when its handle drops, or on Ctrl-C.
 
+pub mod database;
 pub mod launch;
 pub mod peers;
 pub mod table;

@@ -39,6 +39,10 @@ pub struct Variant {
     /// A worker sleeps through a handler's wait (`/sleep`): at a wait, throughput is capped
     /// at workers ÷ wait. The others park the request and serve the next meanwhile.
     pub blocking_workers: bool,
+    /// A worker blocks on the database's socket (`/pg`): PHP's PDO in a worker, or in an
+    /// event loop's callback. At a slow query, throughput is capped at workers ÷ its time;
+    /// the others wait for the answer without a thread and serve meanwhile.
+    pub blocks_on_database: bool,
     /// Most bytes an idle keep-alive connection may add to the server's resident memory:
     /// the suite's regression guard (`idle_connections_stay_cheap`), twice the target the
     /// model is built to — the measured figure is `bench --idle-conns`'.
@@ -65,6 +69,7 @@ impl Variant {
             reuseport: false,
             ipc: false,
             blocking_workers: false,
+            blocks_on_database: false,
             idle_bytes: 2 * 1024,
         }
     }
@@ -84,6 +89,7 @@ pub const VARIANTS: &[Variant] = &[
         one_conn_per_worker: true,
         processes: true,
         blocking_workers: true,
+        blocks_on_database: true,
         ..Variant::new(
             "prefork-blocking",
             "prefork-blocking",
@@ -105,6 +111,7 @@ pub const VARIANTS: &[Variant] = &[
     },
     Variant {
         processes: true,
+        blocks_on_database: true,
         ..Variant::new(
             "prefork-eventloop",
             "prefork-eventloop",
@@ -115,6 +122,7 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         processes: true,
         reuseport: true,
+        blocks_on_database: true,
         ..Variant::new(
             "prefork-eventloop/reuseport",
             "prefork-eventloop",
@@ -158,6 +166,7 @@ pub const VARIANTS: &[Variant] = &[
         processes: true,
         ipc: true,
         blocking_workers: true,
+        blocks_on_database: true,
         ..Variant::new(
             "reactor-workers/sync",
             "reactor-workers",

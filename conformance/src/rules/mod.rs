@@ -1,9 +1,10 @@
 //! The rules, one function each, named after the rule it pins down, in one file per area
 //! (as mini-redis keeps one command per file): [`protocol`], [`errors`], [`lifecycle`],
-//! [`load`], [`workloads`], [`robustness`]. Each starts its own server, so a failure names
+//! [`load`], [`workloads`], [`database`], [`robustness`]. Each starts its own server, so a failure names
 //! exactly one server and one rule. This file holds the helpers they share and [`RULES`],
 //! the table the suite is generated from.
 
+mod database;
 mod errors;
 mod lifecycle;
 mod load;
@@ -11,7 +12,7 @@ mod protocol;
 mod robustness;
 mod workloads;
 
-pub use self::{errors::*, lifecycle::*, load::*, protocol::*, robustness::*, workloads::*};
+pub use self::{database::*, errors::*, lifecycle::*, load::*, protocol::*, robustness::*, workloads::*};
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
@@ -51,6 +52,10 @@ fn coroutine_ipc(s: &Spec) -> bool {
 
 fn waits_without_a_thread(s: &Spec) -> bool {
     !s.blocking_workers
+}
+
+fn waits_for_the_database_without_a_thread(s: &Spec) -> bool {
+    !s.blocks_on_database
 }
 
 /// `RULES`: every rule in suite order; `rule if capability => "why not otherwise"` for
@@ -126,6 +131,11 @@ rules! {
     sleep_waits_while_others_are_served,
     sleeps_overlap_in_one_worker if waits_without_a_thread => "a blocking worker sleeps through each wait: that is its model (sleep_waits_while_others_are_served covers it with two workers)",
     sleep_rejects_bad_ms_with_400,
+    pg_sums_the_rows_it_read,
+    pg_without_a_database_is_503,
+    pg_outage_is_503_then_recovers,
+    pg_slow_query_shows_the_model,
+    pg_pool_wait_is_bounded if waits_for_the_database_without_a_thread => "a worker blocked on the database uses one connection at a time: its pool never runs out",
     framework_stack_serves_the_same_bodies,
     killed_worker_is_restarted if processes => "its workers are threads or shards of one process: nothing to kill alone",
     killed_worker_under_load_spares_the_others if processes => "its workers are threads or shards of one process: nothing to kill alone",
