@@ -11,6 +11,7 @@
 //! - [`attack`] — `--attack slowloris`: slowhttptest against each server while a probe
 //!   checks a normal client is still served.
 //! - [`client`] — `ab` and `wrk` command lines and parsers of their output.
+//! - [`database`] — the PostgreSQL cluster of the pg workloads, pinned to `--db-cpus`.
 //! - [`procfs`] — CPU time, context switches and peak memory of a process tree, from /proc.
 //! - [`server`] — starting a cell's server with its flags, validating its answer.
 //! - [`fidelity`] — `--fidelity`: each model beside its real systems, signatures and cost.
@@ -25,6 +26,7 @@
 
 pub mod attack;
 pub mod client;
+pub mod database;
 pub mod fidelity;
 pub mod idle;
 pub mod matrix;

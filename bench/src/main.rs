@@ -38,9 +38,18 @@ struct Args {
     /// CPU cost of the original over the model; prints the fidelity table after the matrix.
     #[arg(long)]
     fidelity: bool,
-    /// Workloads to run: plaintext, json, sum, db, sleep.
+    /// Workloads to run: plaintext, json, sum, db, pg, pg-slow, sleep.
     #[arg(long, default_value = "plaintext")]
     workloads: String,
+    /// The PostgreSQL database of the pg workloads (a URL). Default: a throwaway cluster
+    /// started with scripts/pg for the run, and stopped after it.
+    #[arg(long, value_name = "URL")]
+    pg: Option<String>,
+    /// CPUs for the database of the pg workloads (the cluster bench starts). Default: the
+    /// server's, as on the post's one-CPU machine, where waiting overlaps nothing because
+    /// the database needs the same CPU; give it CPUs of its own to see the other case.
+    #[arg(long)]
+    db_cpus: Option<CpuList>,
     /// Handler stacks to run: raw, framework or both.
     #[arg(long, default_value = "raw")]
     stack: String,
@@ -278,8 +287,33 @@ fn main() {
             "{tool} is not installed (scripts/bench installs ab and wrk with apt-get, oha with cargo install)"
         ));
     }
+    if let Some(list) = &args.db_cpus {
+        if args.pg.is_some() {
+            fail("--db-cpus places the cluster bench starts: not with --pg");
+        }
+        if let Some(bad) = list.0.iter().find(|c| !allowed.contains(c)) {
+            fail(format!("--db-cpus: CPU {bad} is not available"));
+        }
+    }
+    // The pg workloads' database: the one given, or a cluster for this run (stopped when
+    // `_cluster` drops at the end), pinned to --db-cpus.
+    let (pg, _cluster) = match &args.pg {
+        _ if !workloads.iter().any(|w| w.needs_database()) => (None, None),
+        Some(url) => (Some(url.clone()), None),
+        None => {
+            let db_cpus = args.db_cpus.as_ref().map_or(&server_cpus, |l| &l.0);
+            let cluster = bench::database::start(db_cpus).unwrap_or_else(|e| fail(e));
+            eprintln!(
+                "bench: PostgreSQL at {} on CPUs {}",
+                cluster.url,
+                CpuList(db_cpus.clone())
+            );
+            (Some(cluster.url.clone()), Some(cluster))
+        }
+    };
     let duration = Duration::from_secs(if args.quick { 1 } else { args.duration });
     let plan = Plan {
+        pg,
         client,
         pipeline: args.pipeline,
         db: args.db.clone(),

@@ -24,6 +24,8 @@ pub struct Plan {
     pub pipeline: Option<u32>,
     /// The `/db` file every server is started with.
     pub db: PathBuf,
+    /// The `/pg` database (`--pg`, or the cluster `bench` started), for the pg workloads.
+    pub pg: Option<String>,
     /// A server already running elsewhere (`--url`), instead of the variants.
     pub url: Option<String>,
     pub server_cpus: Vec<usize>,
@@ -123,6 +125,10 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         }
     }
     if let Target::Peer(peer) = target {
+        if workload.needs_database() {
+            cell.failure = Some("n/a (the peers have no /pg route)".into());
+            return cell;
+        }
         if let Some(why) = peer.unsupported(workload.name) {
             cell.failure = Some(format!("n/a ({why})"));
             return cell;
@@ -138,18 +144,24 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
             &plan.server_cpus,
             &plan.db,
         )),
-        Target::Model(v) => Some(server::start(
-            &plan.bin_dir,
-            v,
-            workers,
-            &plan.server_cpus,
-            &[
-                "--stack".into(),
+        Target::Model(v) => {
+            let mut args = vec![
+                "--stack".to_string(),
                 stack.to_string(),
                 "--db".into(),
                 plan.db.display().to_string(),
-            ],
-        )),
+            ];
+            if let Some(url) = plan.pg.as_ref().filter(|_| workload.needs_database()) {
+                args.extend(["--pg".to_string(), url.clone()]);
+            }
+            Some(server::start(
+                &plan.bin_dir,
+                v,
+                workers,
+                &plan.server_cpus,
+                &args,
+            ))
+        }
         Target::Url(_) => None,
     };
     let mut server = match started {

@@ -30,6 +30,13 @@ pub fn db_value(body: &[u8]) -> Option<f64> {
         .filter(|v| *v > 0.0)
 }
 
+impl Workload {
+    /// Served from the PostgreSQL database (`/pg`): the server needs `--pg`.
+    pub fn needs_database(&self) -> bool {
+        self.path.starts_with("/pg")
+    }
+}
+
 pub const WORKLOADS: &[Workload] = &[
     Workload {
         name: "plaintext",
@@ -53,6 +60,18 @@ pub const WORKLOADS: &[Workload] = &[
         name: "db",
         path: "/db?queries=10",
         shows: "synchronous SQLite: 10 indexed queries, blocking the worker",
+        check: |b| db_value(b).is_some(),
+    },
+    Workload {
+        name: "pg",
+        path: "/pg?queries=10",
+        shows: "PostgreSQL across a socket: 10 sequential queries, each model waiting its own way",
+        check: |b| db_value(b).is_some(),
+    },
+    Workload {
+        name: "pg-slow",
+        path: "/pg?queries=10&sleep_ms=20",
+        shows: "the same with 20 ms inside the database first: waiting without CPU in the server",
         check: |b| db_value(b).is_some(),
     },
     Workload {

@@ -1,0 +1,59 @@
+//! The database of the `pg` workloads: the cluster of `scripts/pg` (see
+//! `variants::database`), placed on `--db-cpus`. Where the database runs is half of what
+//! `/pg` measures: on the server's CPU (the post's one-CPU machine) a request that waits
+//! for it overlaps nothing, since the database needs that CPU to answer; on CPUs of its
+//! own, waiting without a thread lets the server run other requests meanwhile.
+
+use variants::database::Cluster;
+
+/// Starts (or finds) the cluster and pins the postmaster and every process it forked to
+/// `cpus`; backends it forks later inherit the mask.
+pub fn start(cpus: &[usize]) -> Result<Cluster, String> {
+    let cluster = Cluster::start()?;
+    let pid = cluster.pid()?;
+    for p in std::iter::once(pid).chain(children(pid)) {
+        pin(p, cpus).map_err(|e| format!("--db-cpus: cannot pin PostgreSQL pid {p}: {e}"))?;
+    }
+    Ok(cluster)
+}
+
+/// Every thread of `pid`, onto `cpus`.
+fn pin(pid: i32, cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the size passed matches it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: `set` is a valid cpu_set_t and c is below CPU_SETSIZE (a CpuList).
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))?;
+    for tid in tasks.flatten().filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok()) {
+        // SAFETY: sched_setaffinity with a valid set and its size.
+        if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) }
+            != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The processes whose parent is `pid` (the cluster's background workers).
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    // pid (comm) state ppid …: comm may hold spaces, so split after ')'.
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
