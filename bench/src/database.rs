@@ -26,7 +26,10 @@ fn pin(pid: i32, cpus: &[usize]) -> std::io::Result<()> {
         unsafe { libc::CPU_SET(c, &mut set) };
     }
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))?;
-    for tid in tasks.flatten().filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok()) {
+    for tid in tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok())
+    {
         // SAFETY: sched_setaffinity with a valid set and its size.
         if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) }
             != 0

@@ -198,8 +198,10 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         script: &plan.script,
         rate,
     };
+    let addr = server.as_ref().map(|s| s.addr);
     if let Some(w) = plan.warmup {
         let _ = measure(plan, &load(Amount::Duration(w)), None, false);
+        settle(addr);
     }
     // A peer's balance from its workers' CPU (a model counts its requests per worker).
     let workers_are = match target {
@@ -216,6 +218,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
                 break;
             }
         }
+        settle(addr);
         if let Some(s) = server.as_mut() {
             if !s.alive() {
                 cell.failure = Some("the server died during the run".into());
@@ -290,6 +293,29 @@ fn profiled(plan: &Plan, load: &Load, pids: &[i32], cell: &Cell) -> Result<Profi
     profile.flamegraph = format!("flame/{key}.svg");
     profile.folded_file = format!("flame/{key}.folded");
     Ok(profile)
+}
+
+/// Waits until the server has worked through what the last client left behind. A client
+/// stopped by the clock abandons its requests in flight, but a server that takes its
+/// connections one at a time (a blocking worker, an event loop blocked on the database)
+/// still answers every one of them, in order, before anything new: measured at
+/// `pg-slow`, the next repetition of `prefork-blocking` ran at 15 req/s instead of its 45
+/// because it spent two of its three seconds on the 99 requests the previous `ab -c 100`
+/// had left. One request on a new connection, answered only after those, marks the end.
+fn settle(addr: Option<std::net::SocketAddr>) {
+    use std::io::{Read, Write};
+    let Some(addr) = addr else { return };
+    let limit = Duration::from_secs(120);
+    let Ok(mut probe) = std::net::TcpStream::connect_timeout(&addr, limit) else {
+        return;
+    };
+    let _ = probe.set_read_timeout(Some(limit));
+    if probe
+        .write_all(b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .is_ok()
+    {
+        let _ = probe.read_to_end(&mut Vec::new());
+    }
 }
 
 /// One client run with the server's (and the client's) CPU accounted around it, and its

@@ -90,7 +90,12 @@ impl Relay {
         self.live.store(false, Ordering::SeqCst);
         // Wake the accept loop so that it drops the listener.
         let _ = TcpStream::connect(self.addr);
-        for c in self.conns.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for c in self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             let _ = c.shutdown(Shutdown::Both);
         }
         // Until the listener is closed, a connect could still be accepted.

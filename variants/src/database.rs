@@ -19,7 +19,11 @@ fn run(command: &str) -> Result<String, String> {
         .map_err(|e| format!("cannot run {}: {e}", script().display()))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let line = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
+        let line = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("failed");
         return Err(format!("scripts/pg {command}: {line}"));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())

@@ -441,3 +441,223 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The sequence against scripted server messages (the bytes PostgreSQL sends, written
+    //! out by hand here since `postgres-protocol` only parses them): start-up, each
+    //! authentication, prepare, queries, a server error, a lost connection.
+
+    use super::*;
+    use std::time::Duration;
+
+    fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![tag];
+        m.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    fn auth(code: i32, extra: &[u8]) -> Vec<u8> {
+        let mut body = code.to_be_bytes().to_vec();
+        body.extend_from_slice(extra);
+        message(b'R', &body)
+    }
+
+    fn ready() -> Vec<u8> {
+        message(b'Z', b"I")
+    }
+
+    fn row(values: &[f64]) -> Vec<u8> {
+        let mut body = (values.len() as i16).to_be_bytes().to_vec();
+        for v in values {
+            body.extend_from_slice(&8i32.to_be_bytes());
+            body.extend_from_slice(&v.to_be_bytes());
+        }
+        message(b'D', &body)
+    }
+
+    fn error(severity: &str, text: &str) -> Vec<u8> {
+        let body = format!("S{severity}\0C42P01\0M{text}\0\0");
+        message(b'E', body.as_bytes())
+    }
+
+    fn target(password: Option<&str>) -> Target {
+        Target {
+            addr: "127.0.0.1:5432".parse().unwrap(),
+            user: "bob".into(),
+            dbname: "archzoo".into(),
+            password: password.map(|p| p.as_bytes().to_vec()),
+            config: String::new(),
+            pool: 1,
+            wait: Duration::from_secs(1),
+        }
+    }
+
+    /// Hands `bytes` to the session as one read.
+    fn feed(s: &mut Session, bytes: &[u8]) {
+        s.read_space()[..bytes.len()].copy_from_slice(bytes);
+        s.received(bytes.len()).unwrap();
+    }
+
+    /// The tags of the messages the session wants written, and marks them sent.
+    fn sent_tags(s: &mut Session) -> Vec<u8> {
+        assert_eq!(s.want().unwrap(), Want::Write);
+        let mut tags = Vec::new();
+        let mut out = s.output();
+        while !out.is_empty() {
+            let len = i32::from_be_bytes(out[1..5].try_into().unwrap()) as usize;
+            tags.push(out[0]);
+            out = &out[1 + len..];
+        }
+        s.sent();
+        tags
+    }
+
+    /// A trust login and the two statements prepared: the session is ready.
+    fn ready_session() -> Session {
+        let mut s = Session::connect(&target(None));
+        // The start-up message: length, then protocol 3.0.
+        assert_eq!(s.want().unwrap(), Want::Write);
+        assert_eq!(&s.output()[4..8], &196_608i32.to_be_bytes());
+        s.sent();
+        assert_eq!(s.want().unwrap(), Want::Read);
+        let mut hello = auth(0, b"");
+        hello.extend(message(b'S', b"server_version\x0015\x00"));
+        hello.extend(message(b'K', &[0, 0, 0, 7, 0, 0, 0, 9]));
+        hello.extend(ready());
+        feed(&mut s, &hello);
+        assert_eq!(sent_tags(&mut s), b"PPS");
+        assert_eq!(s.want().unwrap(), Want::Read);
+        // Both ParseCompletes and the ReadyForQuery, split mid-message across two reads.
+        let prepared = [message(b'1', b""), message(b'1', b""), ready()].concat();
+        feed(&mut s, &prepared[..7]);
+        assert_eq!(s.want().unwrap(), Want::Read);
+        feed(&mut s, &prepared[7..]);
+        assert_eq!(s.want().unwrap(), Want::Done);
+        assert!(s.reusable());
+        s
+    }
+
+    #[test]
+    fn queries_run_one_after_another_and_sum_every_value() {
+        let mut s = ready_session();
+        let job = Job {
+            queries: 2,
+            sleep_ms: 0,
+            seed: Some(5),
+        };
+        s.start(&job);
+        assert_eq!(sent_tags(&mut s), b"BES");
+        let answer = |values: &[f64]| {
+            [
+                message(b'2', b""),
+                row(values),
+                message(b'C', b"SELECT 2\0"),
+                ready(),
+            ]
+            .concat()
+        };
+        feed(&mut s, &answer(&[1.5, 2.25]));
+        // The second query goes out only after the first one's ReadyForQuery.
+        assert_eq!(sent_tags(&mut s), b"BES");
+        feed(&mut s, &answer(&[10.0]));
+        assert_eq!(s.want().unwrap(), Want::Done);
+        assert_eq!(s.take_sum().unwrap(), 13.75);
+        assert!(s.reusable());
+    }
+
+    #[test]
+    fn a_slow_query_binds_the_sleeping_statement_first() {
+        let mut s = ready_session();
+        s.start(&Job {
+            queries: 1,
+            sleep_ms: 50,
+            seed: Some(1),
+        });
+        assert_eq!(s.want().unwrap(), Want::Write);
+        let bind = s.output();
+        // Bind: portal "" then statement "s".
+        assert_eq!(&bind[5..8], b"\0s\0");
+    }
+
+    #[test]
+    fn a_query_error_is_reported_and_the_connection_kept() {
+        let mut s = ready_session();
+        s.start(&Job {
+            queries: 3,
+            sleep_ms: 0,
+            seed: None,
+        });
+        sent_tags(&mut s);
+        feed(&mut s, &[error("ERROR", "boom"), ready()].concat());
+        assert_eq!(s.want().unwrap(), Want::Done);
+        let err = s.take_sum().unwrap_err().to_string();
+        assert_eq!(err, "ERROR: boom");
+        assert!(s.reusable());
+    }
+
+    #[test]
+    fn an_error_while_preparing_makes_the_connection_useless() {
+        let mut s = Session::connect(&target(None));
+        s.sent();
+        feed(&mut s, &[auth(0, b""), ready()].concat());
+        sent_tags(&mut s);
+        feed(&mut s, &error("ERROR", "relation \"test\" does not exist"));
+        let err = s.want().unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        assert!(!s.reusable());
+    }
+
+    #[test]
+    fn passwords_cleartext_md5_and_none() {
+        let mut s = Session::connect(&target(Some("secret")));
+        s.sent();
+        feed(&mut s, &auth(3, b""));
+        assert_eq!(s.want().unwrap(), Want::Write);
+        assert_eq!(s.output(), message(b'p', b"secret\0"));
+
+        let mut s = Session::connect(&target(Some("secret")));
+        s.sent();
+        feed(&mut s, &auth(5, &[1, 2, 3, 4]));
+        let hash = md5_hash(b"bob", b"secret", [1, 2, 3, 4]);
+        assert_eq!(s.want().unwrap(), Want::Write);
+        assert_eq!(s.output(), message(b'p', format!("{hash}\0").as_bytes()));
+
+        let mut s = Session::connect(&target(None));
+        s.sent();
+        feed(&mut s, &auth(5, &[1, 2, 3, 4]));
+        let err = s.want().unwrap_err().to_string();
+        assert!(err.contains("--pg URL has none"), "{err}");
+
+        let mut s = Session::connect(&target(Some("x")));
+        s.sent();
+        feed(&mut s, &auth(10, b"SCRAM-SHA-256\0\0"));
+        assert_eq!(s.want().unwrap(), Want::Write);
+        assert_eq!(s.output()[0], b'p');
+    }
+
+    #[test]
+    fn a_lost_connection_is_an_error_and_never_reused() {
+        let mut s = ready_session();
+        s.start(&Job {
+            queries: 1,
+            sleep_ms: 0,
+            seed: None,
+        });
+        sent_tags(&mut s);
+        let _ = s.read_space();
+        let err = s.received(0).unwrap_err();
+        assert!(PgError::maybe_stale(&err), "{err}");
+        assert!(!s.reusable());
+    }
+
+    #[test]
+    fn bytes_that_are_not_the_protocol_are_refused() {
+        let mut s = Session::connect(&target(None));
+        s.sent();
+        feed(&mut s, &message(b'D', b"\0\0"));
+        assert!(matches!(s.want(), Err(PgError::Protocol(_))));
+        assert!(!s.reusable());
+    }
+}

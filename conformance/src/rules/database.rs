@@ -70,10 +70,7 @@ pub fn pg_outage_is_503_then_recovers(s: &Spec) {
         let started = Instant::now();
         let r = c.get("/pg?queries=2");
         assert_eq!(r.status, 503, "{r:?}");
-        assert!(
-            r.body_str().starts_with("database unavailable: "),
-            "{r:?}"
-        );
+        assert!(r.body_str().starts_with("database unavailable: "), "{r:?}");
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "a 503 took {:?}",
@@ -140,7 +137,16 @@ pub fn pg_pool_wait_is_bounded(s: &Spec) {
     let url = database_url();
     let server = Server::start(
         s,
-        &["--pg", &url, "--workers", "1", "--db-pool", "1", "--header-timeout", "1"],
+        &[
+            "--pg",
+            &url,
+            "--workers",
+            "1",
+            "--db-pool",
+            "1",
+            "--header-timeout",
+            "1",
+        ],
     );
     let mut holder = server.connect();
     holder.send(b"GET /pg?queries=1&sleep_ms=2500 HTTP/1.1\r\nHost: t\r\n\r\n");

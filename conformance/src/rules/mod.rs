@@ -12,7 +12,9 @@ mod protocol;
 mod robustness;
 mod workloads;
 
-pub use self::{database::*, errors::*, lifecycle::*, load::*, protocol::*, robustness::*, workloads::*};
+pub use self::{
+    database::*, errors::*, lifecycle::*, load::*, protocol::*, robustness::*, workloads::*,
+};
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
