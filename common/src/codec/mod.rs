@@ -328,7 +328,7 @@ enum State {
     Waiting(Response),
     /// The handler asked for a database job; its answer is made of this response when the
     /// runtime hands back the result ([`Conn::query_done`]).
-    Querying(Job, Response),
+    Querying(Job, Box<Response>),
     /// A close was decided; nothing more is parsed.
     Closed,
 }
@@ -608,7 +608,7 @@ impl<M: Mode> Conn<M> {
     /// next `process`.
     pub fn query_done(&mut self, result: Result<f64, PgError>) {
         self.state = match std::mem::replace(&mut self.state, State::Closed) {
-            State::Querying(job, shell) => State::Waiting(job.answer(shell, result)),
+            State::Querying(job, shell) => State::Waiting(job.answer(*shell, result)),
             other => other,
         };
     }
@@ -704,7 +704,7 @@ impl<M: Mode> Conn<M> {
                                 return Progress::Wait(wait).into();
                             }
                             Some(Later::Query(job)) => {
-                                self.state = State::Querying(job, reply.response);
+                                self.state = State::Querying(job, Box::new(reply.response));
                                 return Progress::Query(job).into();
                             }
                             _ => self.respond(&reply.response),

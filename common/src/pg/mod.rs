@@ -21,6 +21,7 @@ pub mod wire;
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -28,10 +29,10 @@ use crate::response::{Body, Response};
 use crate::workloads::query_param;
 
 /// Default and largest `queries=`.
-pub const QUERIES_DEFAULT: u32 = 10;
-pub const QUERIES_MAX: u32 = 500;
+pub const QUERIES_DEFAULT: u16 = 10;
+pub const QUERIES_MAX: u16 = 500;
 /// Largest `sleep_ms=`.
-pub const SLEEP_MAX_MS: u32 = 10_000;
+pub const SLEEP_MAX_MS: u16 = 10_000;
 /// Largest start id: the table has 1,000,000 rows, so `LIMIT 10` always finds ten.
 pub const MAX_START: u32 = 1_000_000 - 10;
 /// How long opening a connection may take before the request is answered 503.
@@ -40,13 +41,14 @@ pub const CONNECT_LIMIT: Duration = Duration::from_secs(2);
 /// a database that stopped answering costs a request this much, never a hang.
 pub const READ_LIMIT: Duration = Duration::from_secs(15);
 
-/// One `/pg` request's work.
+/// One `/pg` request's work, in 8 bytes: it travels in the codec's `Progress` and in the
+/// state of every connection, whose size is what an idle connection costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Job {
-    pub queries: u32,
-    pub sleep_ms: u32,
+    pub queries: u16,
+    pub sleep_ms: u16,
     /// Pins the random ids (see [`ids`]); None: fresh ones per request.
-    pub seed: Option<u64>,
+    pub seed: Option<NonZeroU32>,
 }
 
 impl Job {
@@ -54,7 +56,7 @@ impl Job {
     pub fn parse(query: Option<&str>) -> Result<Job, String> {
         let queries = match query_param(query, "queries") {
             None => QUERIES_DEFAULT,
-            Some(raw) => match raw.parse::<u32>() {
+            Some(raw) => match raw.parse::<u16>() {
                 Ok(n) if (1..=QUERIES_MAX).contains(&n) => n,
                 _ => {
                     return Err(format!(
@@ -65,7 +67,7 @@ impl Job {
         };
         let sleep_ms = match query_param(query, "sleep_ms") {
             None => 0,
-            Some(raw) => match raw.parse::<u32>() {
+            Some(raw) => match raw.parse::<u16>() {
                 Ok(n) if n <= SLEEP_MAX_MS => n,
                 _ => {
                     return Err(format!(
@@ -76,10 +78,9 @@ impl Job {
         };
         let seed = match query_param(query, "seed") {
             None => None,
-            Some(raw) => Some(
-                raw.parse::<u64>()
-                    .map_err(|_| format!("seed must be an unsigned integer, not {raw:?}"))?,
-            ),
+            Some(raw) => Some(raw.parse::<NonZeroU32>().map_err(|_| {
+                format!("seed must be an integer in 1..={}, not {raw:?}", u32::MAX)
+            })?),
         };
         Ok(Job {
             queries,
@@ -108,8 +109,8 @@ impl Job {
 
 /// The start ids a job with `seed` queries, in order (every runtime draws them the same
 /// way: [`wire`] and work-stealing's tokio-postgres path both call this generator).
-pub fn ids(seed: u64, n: u32) -> Vec<u32> {
-    let mut rng = fastrand::Rng::with_seed(seed);
+pub fn ids(seed: NonZeroU32, n: u16) -> Vec<u32> {
+    let mut rng = fastrand::Rng::with_seed(seed.get().into());
     (0..n).map(|_| next_id(&mut rng)).collect()
 }
 
@@ -121,7 +122,7 @@ pub fn next_id(rng: &mut fastrand::Rng) -> u32 {
 /// The generator of one job's ids.
 pub fn rng_for(job: &Job) -> fastrand::Rng {
     match job.seed {
-        Some(seed) => fastrand::Rng::with_seed(seed),
+        Some(seed) => fastrand::Rng::with_seed(seed.get().into()),
         None => fastrand::Rng::new(),
     }
 }
@@ -254,7 +255,7 @@ mod tests {
             Ok(Job {
                 queries: 3,
                 sleep_ms: 50,
-                seed: Some(7)
+                seed: NonZeroU32::new(7)
             })
         );
         for bad in [
@@ -264,6 +265,7 @@ mod tests {
             "sleep_ms=10001",
             "sleep_ms=-1",
             "seed=x",
+            "seed=0",
         ] {
             assert!(Job::parse(Some(bad)).is_err(), "{bad}");
         }
@@ -271,9 +273,13 @@ mod tests {
 
     #[test]
     fn seeded_ids_repeat_and_stay_in_range() {
-        assert_eq!(ids(42, 5), ids(42, 5));
-        assert_ne!(ids(42, 5), ids(43, 5));
-        assert!(ids(1, 1000).iter().all(|&id| (1..=MAX_START).contains(&id)));
+        let seed = |n| NonZeroU32::new(n).unwrap();
+        assert_eq!(ids(seed(42), 5), ids(seed(42), 5));
+        assert_ne!(ids(seed(42), 5), ids(seed(43), 5));
+        assert!(ids(seed(1), 1000)
+            .iter()
+            .all(|&id| (1..=MAX_START).contains(&id)));
+        assert_eq!(std::mem::size_of::<Job>(), 8);
     }
 
     #[test]

@@ -60,7 +60,7 @@ enum Phase {
     /// Nothing in flight.
     Ready,
     /// One query in flight; `left` more after it.
-    Querying { left: u32 },
+    Querying { left: u16 },
     /// An error was reported by the server; its ReadyForQuery ends the exchange.
     Failing(String),
     /// The connection cannot be used again.
@@ -126,7 +126,7 @@ impl Session {
         self.outcome = None;
         self.bind(job.sleep_ms);
         self.phase = Phase::Querying {
-            left: job.queries - 1,
+            left: job.queries.saturating_sub(1),
         };
     }
 
@@ -300,7 +300,7 @@ impl Session {
     }
 
     /// Queues one query with a random start id (statement `s` when it must sleep first).
-    fn bind(&mut self, sleep_ms: u32) {
+    fn bind(&mut self, sleep_ms: u16) {
         let id = super::next_id(&mut self.rng) as i32;
         let sleep = f64::from(sleep_ms) / 1000.0;
         let (statement, params): (&str, &[Param]) = if sleep_ms > 0 {
@@ -545,7 +545,7 @@ mod tests {
         let job = Job {
             queries: 2,
             sleep_ms: 0,
-            seed: Some(5),
+            seed: std::num::NonZeroU32::new(5),
         };
         s.start(&job);
         assert_eq!(sent_tags(&mut s), b"BES");
@@ -573,7 +573,7 @@ mod tests {
         s.start(&Job {
             queries: 1,
             sleep_ms: 50,
-            seed: Some(1),
+            seed: std::num::NonZeroU32::new(1),
         });
         assert_eq!(s.want().unwrap(), Want::Write);
         let bind = s.output();

@@ -39,7 +39,9 @@
 //! - `/sleep` parks one coroutine on `may`'s timer: the process keeps serving the others.
 //!   `/db` is a synchronous SQLite call, not a `may` I/O point: it blocks the scheduler
 //!   thread and every coroutine of the process waits for it (Swoole's warning about
-//!   blocking PDO in coroutines without its hooks).
+//!   blocking PDO in coroutines without its hooks). `/pg` is what the hooks buy: its
+//!   PostgreSQL socket is `may`'s, so each wait for the database parks only its coroutine
+//!   (a pool of `--db-pool` connections per process, 64 as Swoole's `PDOPool`).
 //! - Per keep-alive request: one `read`, one `write`, a share of `epoll_wait`. After a
 //!   short read the socket is drained, so the coroutine parks on readiness
 //!   ([`WaitIo::wait_io`]) instead of reading again only to get EAGAIN.

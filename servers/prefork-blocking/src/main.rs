@@ -34,6 +34,10 @@
 //!   so throughput is capped at `workers ÷ wait` (2 workers, 20 ms → ~100 req/s).
 //! - `/db`: the synchronous SQLite query blocks the worker — which serves only this
 //!   connection anyway, so nobody else notices; that is PHP-FPM's strength here.
+//! - `/pg`: PHP's PDO — the worker blocks in the kernel on its one persistent connection to
+//!   PostgreSQL (`--db-pool` 1) for each of the N round trips. When the database shares the
+//!   CPU that costs nothing (there was nothing else to run); when the database computes
+//!   elsewhere or a query is slow, the worker idles through every wait.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -34,7 +34,7 @@
 //!   kernel's hash can load shards unevenly — `--stats` shows it per shard.
 //! - `/sleep` is a glommio timer: the shard keeps serving. `/db` is a synchronous call on
 //!   the shard's only thread: every connection of that shard waits, and no other shard
-//!   can take them over.
+//!   can take them over. `/pg` awaits glommio's sockets: a pool per shard, nothing shared.
 //! - io_uring batches submissions and delivers data without a readiness round trip: each
 //!   connection arms one multishot receive into a per-shard provided-buffer ring
 //!   (`ring_recv`), so a keep-alive request costs its `send` and a share of the ring's

@@ -36,6 +36,8 @@
 //!   blocking — what Go does for a goroutine stuck in a system call (the P is handed off).
 //!   Chosen over `spawn_blocking` because the handler is synchronous and shared by every
 //!   server: blocking in place keeps it so, and the hand-off keeps other connections moving.
+//!   `/pg` runs `tokio-postgres` (Go's `database/sql`): the task awaits each answer, one
+//!   pool of `--db-pool` connections for the process, as one `sql.DB` (see `database`).
 //! - tokio reads until a short read and only then waits for readiness, so a keep-alive
 //!   request costs one `read` and one `write`, plus a share of an `epoll_wait`.
 
