@@ -11,7 +11,7 @@ use variants::database::Cluster;
 pub fn start(cpus: &[usize]) -> Result<Cluster, String> {
     let cluster = Cluster::start()?;
     let pid = cluster.pid()?;
-    for p in std::iter::once(pid).chain(children(pid)) {
+    for p in variants::launch::tree(pid) {
         pin(p, cpus).map_err(|e| format!("--db-cpus: cannot pin PostgreSQL pid {p}: {e}"))?;
     }
     Ok(cluster)
@@ -38,25 +38,4 @@ fn pin(pid: i32, cpus: &[usize]) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The processes whose parent is `pid` (the cluster's background workers).
-fn children(pid: i32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    // pid (comm) state ppid …: comm may hold spaces, so split after ')'.
-                    let rest = &stat[stat.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
-                })
-                == Some(pid)
-        })
-        .collect()
 }

@@ -296,8 +296,8 @@ fn main() {
         }
     }
     // The pg workloads' database: the one given, or a cluster for this run (stopped when
-    // `_cluster` drops at the end), pinned to --db-cpus.
-    let (pg, _cluster) = match &args.pg {
+    // `cluster` drops at the end), pinned to --db-cpus.
+    let (pg, cluster) = match &args.pg {
         _ if !workloads.iter().any(|w| w.needs_database()) => (None, None),
         Some(url) => (Some(url.clone()), None),
         None => {
@@ -314,6 +314,7 @@ fn main() {
     let duration = Duration::from_secs(if args.quick { 1 } else { args.duration });
     let plan = Plan {
         pg,
+        db_pid: cluster.as_ref().and_then(|c| c.pid().ok()),
         client,
         pipeline: args.pipeline,
         db: args.db.clone(),

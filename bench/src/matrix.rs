@@ -26,6 +26,9 @@ pub struct Plan {
     pub db: PathBuf,
     /// The `/pg` database (`--pg`, or the cluster `bench` started), for the pg workloads.
     pub pg: Option<String>,
+    /// The postmaster of the cluster `bench` started: its backends' CPU per request is
+    /// measured beside the server's in the pg workloads.
+    pub db_pid: Option<i32>,
     /// A server already running elsewhere (`--url`), instead of the variants.
     pub url: Option<String>,
     pub server_cpus: Vec<usize>,
@@ -199,8 +202,9 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         rate,
     };
     let addr = server.as_ref().map(|s| s.addr);
+    let db = plan.db_pid.filter(|_| workload.needs_database());
     if let Some(w) = plan.warmup {
-        let _ = measure(plan, &load(Amount::Duration(w)), None, false);
+        let _ = measure(plan, &load(Amount::Duration(w)), None, false, None);
         settle(addr);
     }
     // A peer's balance from its workers' CPU (a model counts its requests per worker).
@@ -211,7 +215,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     let worker_cpu = |pids: &[i32]| workers_are.and_then(|w| procfs::worker_cpu(pids, w).ok());
     let cpu_before = pids.as_deref().and_then(worker_cpu);
     for _ in 0..plan.reps {
-        match measure(plan, &load(plan.amount), pids.as_deref(), false) {
+        match measure(plan, &load(plan.amount), pids.as_deref(), false, db) {
             Ok(run) => cell.runs.push(run),
             Err(e) => {
                 cell.failure = Some(e);
@@ -233,7 +237,13 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         // Counting by name enables a tracepoint per system call on every thread of the
         // server, which costs each of its context switches: a repetition of its own, so
         // the measured ones run unobserved.
-        match measure(plan, &load(plan.amount), Some(&procfs::tree(s.pid())), true) {
+        match measure(
+            plan,
+            &load(plan.amount),
+            Some(&procfs::tree(s.pid())),
+            true,
+            None,
+        ) {
             Ok(run) => cell.counted = Some(run),
             Err(e) => cell.notes.push(format!("no system call count: {e}")),
         }
@@ -277,7 +287,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
 /// samples folded, its speed beside the measured median, its files named after the cell.
 fn profiled(plan: &Plan, load: &Load, pids: &[i32], cell: &Cell) -> Result<Profile, String> {
     let recording = profile::Recording::start(&plan.server_cpus)?;
-    let run = measure(plan, load, Some(pids), false);
+    let run = measure(plan, load, Some(pids), false, None);
     let script = recording.stop(pids)?;
     let run = run?;
     let folded = profile::fold(&script)?;
@@ -318,13 +328,15 @@ fn settle(addr: Option<std::net::SocketAddr>) {
     }
 }
 
-/// One client run with the server's (and the client's) CPU accounted around it, and its
-/// system calls when `syscalls` (`perf stat`).
+/// One client run with the server's (and the client's) CPU accounted around it, the
+/// database's when `db` names its postmaster, and the server's system calls when
+/// `syscalls` (`perf stat`).
 fn measure(
     plan: &Plan,
     load: &Load,
     server_pids: Option<&[i32]>,
     syscalls: bool,
+    db: Option<i32>,
 ) -> Result<Run, String> {
     let argv = client::command(load)?;
     let limit = match load.amount {
@@ -337,6 +349,7 @@ fn measure(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let before = server_pids.map(procfs::usage);
+    let db_before = db.map(|pid| procfs::cpu_by_pid(&procfs::tree(pid)));
     let perf = match (syscalls, server_pids) {
         (true, Some(pids)) => perf::start(pids),
         _ => None,
@@ -355,6 +368,9 @@ fn measure(
     let (code, client_cpu) = launch::wait_pinned(&mut child, limit);
     let wall = started.elapsed().as_secs_f64();
     let after = server_pids.map(procfs::usage);
+    let db_spent = db_before
+        .zip(db)
+        .map(|(before, pid)| procfs::cpu_spent(&before, &procfs::cpu_by_pid(&procfs::tree(pid))));
     let counts = perf.map(perf::stop).unwrap_or_default();
     let text = reader.join().unwrap_or_default();
     let outcome = match load.client {
@@ -373,6 +389,7 @@ fn measure(
     let client_cpu_pct = 100.0 * client_cpu / wall;
     Ok(Run {
         server_cpu_us_per_req: spent.and_then(|s| per_req(s.cpu_secs * 1e6)),
+        db_cpu_us_per_req: db_spent.and_then(|s| per_req(s * 1e6)),
         voluntary_switches_per_req: spent.and_then(|s| per_req(s.voluntary_switches as f64)),
         involuntary_switches_per_req: spent.and_then(|s| per_req(s.involuntary_switches as f64)),
         syscalls_per_req: counts.syscalls.and_then(|n| per_req(n as f64)),

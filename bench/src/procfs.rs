@@ -84,6 +84,29 @@ fn cpu_of(dir: &Path, ticks: f64) -> Option<f64> {
     Some((field(11) + field(12)) / ticks)
 }
 
+/// CPU seconds of each process in `pids`, by pid.
+pub fn cpu_by_pid(pids: &[i32]) -> Vec<(i32, f64)> {
+    let ticks = clock_ticks();
+    pids.iter()
+        .filter_map(|&p| Some((p, cpu_of(Path::new(&format!("/proc/{p}")), ticks)?)))
+        .collect()
+}
+
+/// The CPU seconds spent between two [`cpu_by_pid`] readings: a process that appeared in
+/// between counts from zero, one that is gone counts nothing (its time is lost with it).
+pub fn cpu_spent(before: &[(i32, f64)], after: &[(i32, f64)]) -> f64 {
+    after
+        .iter()
+        .map(|(pid, now)| {
+            let then = before
+                .iter()
+                .find(|(p, _)| p == pid)
+                .map_or(0.0, |(_, t)| *t);
+            (now - then).max(0.0)
+        })
+        .sum()
+}
+
 /// CPU seconds of each worker of a server whose processes are `pids`, by pid (or tid),
 /// as `rule` tells its workers from its other processes: what each worker did, read the
 /// same way for any server, one that keeps no counts of its own included.

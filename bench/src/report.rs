@@ -55,6 +55,9 @@ pub struct Run {
     /// Client CPU time ÷ wall time, in percent of one CPU (ab and `wrk -t1` are one thread).
     pub client_cpu_pct: f64,
     pub server_cpu_us_per_req: Option<f64>,
+    /// The database's CPU time per request (its backends, pg workloads): on the server's
+    /// CPUs it is what waiting could not overlap.
+    pub db_cpu_us_per_req: Option<f64>,
     pub voluntary_switches_per_req: Option<f64>,
     pub involuntary_switches_per_req: Option<f64>,
     pub syscalls_per_req: Option<f64>,
@@ -245,6 +248,12 @@ pub fn markdown(cells: &[Cell]) -> String {
         ("× fastest", true),
         ("CPU µs/req", true),
     ];
+    let database = cells
+        .iter()
+        .any(|c| c.median().is_some_and(|r| r.db_cpu_us_per_req.is_some()));
+    if database {
+        columns.push(("database CPU µs/req", true));
+    }
     if syscalls {
         columns.push(("syscalls/req", true));
     }
@@ -349,6 +358,9 @@ pub fn markdown(cells: &[Cell]) -> String {
             );
         }
         let mut sys = String::new();
+        if database {
+            let _ = write!(sys, " {} |", opt(run.db_cpu_us_per_req, 2));
+        }
         let counted = cell.counted.as_ref();
         if syscalls {
             let _ = write!(
@@ -383,6 +395,9 @@ pub fn markdown(cells: &[Cell]) -> String {
          CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.\n\
          imbalance: busiest worker's requests ÷ the mean (1.00 = even).\n"
     ));
+    if database {
+        out.push_str("database CPU µs/req: the PostgreSQL backends' CPU time per request (pg workloads, the cluster bench started): on the server's CPUs, what waiting for the database cannot overlap.\n");
+    }
     if open_loop {
         out.push_str(
             "offered: the open loop's fixed rate (oha -q); latency is measured from when each request was due (--latency-correction), so a stall shows in the percentiles instead of slowing the client down. SHORTFALL: the achieved rate stayed under 95 % of the offered one — read the verdict for who could not keep up.\n",
@@ -475,6 +490,7 @@ struct CsvRow<'a> {
     server_cpu_pct: Option<String>,
     client_cpu_pct: Option<String>,
     server_cpu_us_per_req: Option<String>,
+    db_cpu_us_per_req: Option<String>,
     voluntary_switches_per_req: Option<String>,
     involuntary_switches_per_req: Option<String>,
     syscalls_per_req: Option<String>,
@@ -518,6 +534,7 @@ impl<'a> CsvRow<'a> {
             server_cpu_pct: num(run.and_then(|r| r.server_cpu_pct)),
             client_cpu_pct: num(run.map(|r| r.client_cpu_pct)),
             server_cpu_us_per_req: num(run.and_then(|r| r.server_cpu_us_per_req)),
+            db_cpu_us_per_req: num(run.and_then(|r| r.db_cpu_us_per_req)),
             voluntary_switches_per_req: num(run.and_then(|r| r.voluntary_switches_per_req)),
             involuntary_switches_per_req: num(run.and_then(|r| r.involuntary_switches_per_req)),
             syscalls_per_req: num(run.and_then(|r| r.syscalls_per_req)),
@@ -843,6 +860,7 @@ impl Run {
             server_cpu_pct: Some(50.0),
             client_cpu_pct: 99.0,
             server_cpu_us_per_req: Some(cpu_us),
+            db_cpu_us_per_req: None,
             voluntary_switches_per_req: None,
             involuntary_switches_per_req: None,
             syscalls_per_req: None,
