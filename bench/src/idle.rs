@@ -147,7 +147,7 @@ pub fn run(
                 ];
                 server::start(bin_dir, v, 1, cpus, &extra)
             }
-            None => server::start_peer(&peers[i - variants.len()], 1, cpus, db),
+            None => server::start_peer(&peers[i - variants.len()], 1, cpus, db, None),
         };
         let server = match started {
             Ok(s) => s,

@@ -30,7 +30,7 @@ struct Args {
     #[arg(long)]
     peers: Option<String>,
     /// Any other server as a peer: NAME=COMMAND, with {port} (and optionally {workers},
-    /// {db}) in the command; repeatable. E.g. 'swoole=php server.php {port} {workers}'.
+    /// {db}, {pg}: the pg workloads' database URL) in the command; repeatable. E.g. 'swoole=php server.php {port} {workers}'.
     #[arg(long = "peer", value_name = "NAME=COMMAND")]
     peer: Vec<String>,
     /// Each model beside the real systems it stands for (the --peers given, else every

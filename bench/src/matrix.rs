@@ -128,8 +128,8 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         }
     }
     if let Target::Peer(peer) = target {
-        if workload.needs_database() {
-            cell.failure = Some("n/a (the peers have no /pg route)".into());
+        if peer.builtin && workload.needs_database() {
+            cell.failure = Some("n/a (the built-in peers have no /pg route)".into());
             return cell;
         }
         if let Some(why) = peer.unsupported(workload.name) {
@@ -146,6 +146,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
             workers,
             &plan.server_cpus,
             &plan.db,
+            plan.pg.as_deref(),
         )),
         Target::Model(v) => {
             let mut args = vec![

@@ -39,13 +39,14 @@ pub fn start(
         .map_err(|e| format!("did not start: {e}"))
 }
 
-/// Starts a peer on a free port with `workers` workers (its `/db` on `db`), pinned to
-/// `cpus` like a model.
+/// Starts a peer on a free port with `workers` workers (its `/db` on `db`, the `/pg`
+/// database's URL for a `{pg}` in its command), pinned to `cpus` like a model.
 pub fn start_peer(
     peer: &Peer,
     workers: usize,
     cpus: &[usize],
     db: &Path,
+    pg: Option<&str>,
 ) -> Result<Server, String> {
     let port = launch::free_port().map_err(|e| format!("no free port: {e}"))?;
     let peers_dir = std::fs::canonicalize(peers::DIR)
@@ -53,7 +54,9 @@ pub fn start_peer(
         .display()
         .to_string();
     let db = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
-    let command = peer.command_line(port, workers, &db.display().to_string(), &peers_dir);
+    let command = peer
+        .command_line(port, workers, &db.display().to_string(), &peers_dir)
+        .replace("{pg}", pg.unwrap_or(""));
     Launch::shell(&command)
         .pin(cpus)
         .start_at(SocketAddr::from(([127, 0, 0, 1], port)))
