@@ -52,6 +52,55 @@ fn quick_run_on_one_variant_writes_figures() {
     assert!(dir.join("req_per_sec.svg").exists() && dir.join("cpu_us_per_req.svg").exists());
 }
 
+/// The pg workloads: `bench` starts the cluster of `scripts/pg` (or finds it running),
+/// passes `--pg` to the models, and measures the database's CPU per request beside the
+/// server's.
+#[test]
+fn a_pg_run_measures_the_database_beside_the_server() {
+    let out = Out::new("pg");
+    let out_arg = out.arg();
+    let stdout = bench(&[
+        "--quick",
+        "--variants",
+        "prefork-eventloop,coroutine-reuseport",
+        "--workloads",
+        "pg,pg-slow",
+        "--keepalive",
+        "on",
+        "-c",
+        "8",
+        "--out",
+        &out_arg,
+    ]);
+    assert!(stdout.contains("database CPU µs/req"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.run_dir().join("results.json")).unwrap())
+            .unwrap();
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4, "{json}");
+    for cell in cells {
+        assert!(cell["failure"].is_null(), "{cell}");
+        let run = &cell["runs"][0];
+        assert!(run["outcome"]["requests"].as_u64().unwrap() > 0, "{run}");
+        assert_eq!(run["outcome"]["failed"], 0, "{run}");
+        assert!(run["db_cpu_us_per_req"].as_f64().unwrap() > 0.0, "{run}");
+    }
+}
+
+/// A database of one's own (`--pg`) is not placed by `bench`: asking for both is one line.
+#[test]
+fn db_cpus_with_a_database_of_ones_own_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--workloads", "pg", "--pg", "postgres://x@127.0.0.1:1/x"])
+        .args(["--db-cpus", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--db-cpus"), "{stderr}");
+}
+
 /// `--peer NAME=COMMAND` measures any server: here a tiny one written for the test (Python's
 /// standard library), started with its port filled in, checked, measured and stopped with
 /// its whole process group. Its missing headers are reported as a note, not a failure.
