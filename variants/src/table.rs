@@ -98,7 +98,7 @@ pub const VARIANTS: &[Variant] = &[
         )
     },
     Variant {
-        // Its stack is the model's own cost (8 KiB target at the default stack).
+        // Its stack is the model's own cost (8 KiB target: two touched pages today).
         idle_bytes: 16 * 1024,
         processes: true,
         reuseport: true,
