@@ -161,7 +161,8 @@ async fn handle(
             reply.response
         }
         Some(Later::Query(job)) => {
-            let result = crate::database::run(config.app.pg.as_ref(), &job).await;
+            // Boxed: hyper keeps room for this future in every connection, idle or not.
+            let result = Box::pin(crate::database::run(config.app.pg.as_ref(), &job)).await;
             job.answer(reply.response, result)
         }
     };
