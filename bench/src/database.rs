@@ -11,6 +11,10 @@ use variants::database::Cluster;
 pub fn start(cpus: &[usize]) -> Result<Cluster, String> {
     let cluster = Cluster::start()?;
     let pid = cluster.pid()?;
+    if cluster.started_here() {
+        // Ctrl-C stops it too: SIGINT is PostgreSQL's fast shutdown.
+        variants::launch::stop_on_interrupt(pid, libc::SIGINT);
+    }
     for p in variants::launch::tree(pid) {
         pin(p, cpus).map_err(|e| format!("--db-cpus: cannot pin PostgreSQL pid {p}: {e}"))?;
     }

@@ -52,6 +52,11 @@ impl Cluster {
             .map_err(|e| format!("scripts/pg pid: {e}"))
     }
 
+    /// Whether this handle started the cluster (and stops it when dropped).
+    pub fn started_here(&self) -> bool {
+        self.started_here
+    }
+
     /// Stops the cluster now if this handle started it.
     pub fn stop(&mut self) {
         if std::mem::take(&mut self.started_here) {

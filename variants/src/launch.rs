@@ -51,8 +51,24 @@ pub fn kill_all() {
     }
 }
 
+/// A daemon to stop too on Ctrl-C (a database cluster started for the run), and the
+/// signal that stops it cleanly.
+static ALSO_STOP: [AtomicI32; 2] = [AtomicI32::new(0), AtomicI32::new(0)];
+
+/// On Ctrl-C or SIGTERM, also send `signal` to `pid`: a process that is not in a group
+/// started here (PostgreSQL's postmaster daemonizes) but was started for this run.
+pub fn stop_on_interrupt(pid: i32, signal: libc::c_int) {
+    ALSO_STOP[1].store(signal, Ordering::SeqCst);
+    ALSO_STOP[0].store(pid, Ordering::SeqCst);
+}
+
 extern "C" fn on_interrupt(signal: libc::c_int) {
     kill_all();
+    let pid = ALSO_STOP[0].swap(0, Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(pid, ALSO_STOP[1].load(Ordering::SeqCst)) };
+    }
     // SAFETY: _exit is async-signal-safe.
     unsafe { libc::_exit(128 + signal) };
 }
