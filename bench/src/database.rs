@@ -23,23 +23,12 @@ pub fn start(cpus: &[usize]) -> Result<Cluster, String> {
 
 /// Every thread of `pid`, onto `cpus`.
 fn pin(pid: i32, cpus: &[usize]) -> std::io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the size passed matches it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus {
-        // SAFETY: `set` is a valid cpu_set_t and c is below CPU_SETSIZE (a CpuList).
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))?;
     for tid in tasks
         .flatten()
         .filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok())
     {
-        // SAFETY: sched_setaffinity with a valid set and its size.
-        if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) }
-            != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
+        variants::launch::set_affinity(tid, cpus)?;
     }
     Ok(())
 }

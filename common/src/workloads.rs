@@ -25,8 +25,9 @@ use crate::handler::App;
 
 /// Rows in the `/db` table.
 pub const DB_ROWS: u32 = 1_000_000;
-/// Largest id a query starts from, so `LIMIT 10` always finds ten rows.
-const DB_MAX_START: u32 = DB_ROWS - 10;
+/// Largest id a query starts from, so `LIMIT 10` always finds ten rows (`/db` and `/pg`
+/// read the same table).
+pub const DB_MAX_START: u32 = DB_ROWS - 10;
 /// Default and bounds of `/db?queries=`.
 pub const DB_QUERIES_DEFAULT: u32 = 10;
 pub const DB_QUERIES_MAX: u32 = 500;
@@ -49,28 +50,36 @@ pub fn sum_body() -> Vec<u8> {
     format!("sum={total}").into_bytes()
 }
 
-/// Parses `/sleep?ms=N`: the wait, or the reason it is refused.
-pub fn sleep_param(query: Option<&str>) -> Result<Duration, String> {
-    let raw = query_param(query, "ms").ok_or("missing ms parameter (0..=10000)")?;
-    match raw.parse::<u64>() {
-        Ok(ms) if ms <= SLEEP_MAX_MS => Ok(Duration::from_millis(ms)),
+/// `name=N` with N in `range`: None when absent, else the value or the reason it is
+/// refused (a 400's body). Every integer parameter of the routes is read this way.
+pub fn int_param(
+    query: Option<&str>,
+    name: &str,
+    range: std::ops::RangeInclusive<u64>,
+) -> Option<Result<u64, String>> {
+    let raw = query_param(query, name)?;
+    Some(match raw.parse::<u64>() {
+        Ok(n) if range.contains(&n) => Ok(n),
         _ => Err(format!(
-            "ms must be an integer in 0..={SLEEP_MAX_MS}, not {raw:?}"
+            "{name} must be an integer in {}..={}, not {raw:?}",
+            range.start(),
+            range.end()
         )),
-    }
+    })
 }
 
-/// Parses `/db?queries=N` (default 10).
+/// Parses `/sleep?ms=N`: the wait, or the reason it is refused.
+pub fn sleep_param(query: Option<&str>) -> Result<Duration, String> {
+    int_param(query, "ms", 0..=SLEEP_MAX_MS)
+        .ok_or("missing ms parameter (0..=10000)")?
+        .map(Duration::from_millis)
+}
+
+/// Parses `queries=N` of `/db` and `/pg` (default 10).
 pub fn queries_param(query: Option<&str>) -> Result<u32, String> {
-    match query_param(query, "queries") {
-        None => Ok(DB_QUERIES_DEFAULT),
-        Some(raw) => match raw.parse::<u32>() {
-            Ok(n) if (1..=DB_QUERIES_MAX).contains(&n) => Ok(n),
-            _ => Err(format!(
-                "queries must be an integer in 1..={DB_QUERIES_MAX}, not {raw:?}"
-            )),
-        },
-    }
+    int_param(query, "queries", 1..=u64::from(DB_QUERIES_MAX))
+        .unwrap_or(Ok(u64::from(DB_QUERIES_DEFAULT)))
+        .map(|n| n as u32)
 }
 
 thread_local! {

@@ -85,6 +85,23 @@ pub fn install_interrupt_handler() {
     }
 }
 
+/// Pins thread `tid` (0: the calling one) to `cpus`. Async-signal-safe (no allocation),
+/// so it may run between fork and exec.
+pub fn set_affinity(tid: i32, cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays inside it for CPU
+    // numbers below CPU_SETSIZE (a CpuList refuses others), and the size passed matches.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Sets `cmd` to start in its own process group, pinned to `cpus` (all CPUs when empty),
 /// with the open-file limit `max_files` (soft, hard) if given.
 fn prepare(cmd: &mut Command, cpus: &[usize], max_files: Option<(u64, u64)>) {
@@ -95,14 +112,7 @@ fn prepare(cmd: &mut Command, cpus: &[usize], max_files: Option<(u64, u64)>) {
     unsafe {
         cmd.pre_exec(move || {
             if !cpus.is_empty() {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_ZERO(&mut set);
-                for &c in &cpus {
-                    libc::CPU_SET(c, &mut set);
-                }
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                set_affinity(0, &cpus)?;
             }
             if let Some((soft, hard)) = max_files {
                 let rl = libc::rlimit {

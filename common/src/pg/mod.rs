@@ -26,15 +26,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::response::{Body, Response};
-use crate::workloads::query_param;
+use crate::workloads::{int_param, queries_param, query_param, DB_MAX_START, SLEEP_MAX_MS};
 
-/// Default and largest `queries=`.
-pub const QUERIES_DEFAULT: u16 = 10;
-pub const QUERIES_MAX: u16 = 500;
-/// Largest `sleep_ms=`.
-pub const SLEEP_MAX_MS: u16 = 10_000;
-/// Largest start id: the table has 1,000,000 rows, so `LIMIT 10` always finds ten.
-pub const MAX_START: u32 = 1_000_000 - 10;
 /// How long opening a connection may take before the request is answered 503.
 pub const CONNECT_LIMIT: Duration = Duration::from_secs(2);
 /// How long one answer from the database may take (the longest `pg_sleep` and some):
@@ -54,28 +47,9 @@ pub struct Job {
 impl Job {
     /// Parses `queries=`, `sleep_ms=` and `seed=`; a bad value is the reason for a 400.
     pub fn parse(query: Option<&str>) -> Result<Job, String> {
-        let queries = match query_param(query, "queries") {
-            None => QUERIES_DEFAULT,
-            Some(raw) => match raw.parse::<u16>() {
-                Ok(n) if (1..=QUERIES_MAX).contains(&n) => n,
-                _ => {
-                    return Err(format!(
-                        "queries must be an integer in 1..={QUERIES_MAX}, not {raw:?}"
-                    ))
-                }
-            },
-        };
-        let sleep_ms = match query_param(query, "sleep_ms") {
-            None => 0,
-            Some(raw) => match raw.parse::<u16>() {
-                Ok(n) if n <= SLEEP_MAX_MS => n,
-                _ => {
-                    return Err(format!(
-                        "sleep_ms must be an integer in 0..={SLEEP_MAX_MS}, not {raw:?}"
-                    ))
-                }
-            },
-        };
+        // Both are bounded to fit the Job's 16 bits (500 and 10,000).
+        let queries = queries_param(query)? as u16;
+        let sleep_ms = int_param(query, "sleep_ms", 0..=SLEEP_MAX_MS).unwrap_or(Ok(0))? as u16;
         let seed = match query_param(query, "seed") {
             None => None,
             Some(raw) => Some(raw.parse::<NonZeroU32>().map_err(|_| {
@@ -116,7 +90,7 @@ pub fn ids(seed: NonZeroU32, n: u16) -> Vec<u32> {
 
 /// The next random start id.
 pub fn next_id(rng: &mut fastrand::Rng) -> u32 {
-    rng.u32(1..=MAX_START)
+    rng.u32(1..=DB_MAX_START)
 }
 
 /// The generator of one job's ids.
@@ -278,7 +252,7 @@ mod tests {
         assert_ne!(ids(seed(42), 5), ids(seed(43), 5));
         assert!(ids(seed(1), 1000)
             .iter()
-            .all(|&id| (1..=MAX_START).contains(&id)));
+            .all(|&id| (1..=DB_MAX_START).contains(&id)));
         assert_eq!(std::mem::size_of::<Job>(), 8);
     }
 

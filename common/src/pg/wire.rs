@@ -35,6 +35,8 @@ pub const SLOW_QUERY: &str = "SELECT value FROM test WHERE id >= $1 \
 /// Type oids of the parameters: int4, float8.
 const INT4: u32 = 23;
 const FLOAT8: u32 = 701;
+/// Room offered to one read: an answer of ten rows is well under 1 KiB.
+const READ_CHUNK: usize = 8192;
 /// Binary results: a float8 is 8 big-endian bytes, no text parsing.
 const BINARY: i16 = 1;
 
@@ -153,11 +155,11 @@ impl Session {
         self.out.clear();
     }
 
-    /// Room for one read at the end of the input buffer; call [`Session::received`] with
-    /// the count read (0 bytes is the server closing).
+    /// Room for one read ([`READ_CHUNK`]) at the end of the input buffer; call
+    /// [`Session::received`] with the count read (0 bytes is the server closing).
     pub fn read_space(&mut self) -> &mut [u8] {
         let len = self.input.len();
-        self.input.resize(len + 8192, 0);
+        self.input.resize(len + READ_CHUNK, 0);
         &mut self.input[len..]
     }
 
@@ -170,7 +172,7 @@ impl Session {
 
     /// `n` bytes were read into [`Session::read_space`].
     pub fn received(&mut self, n: usize) -> Result<(), PgError> {
-        let len = self.input.len() - 8192;
+        let len = self.input.len() - READ_CHUNK;
         self.input.truncate(len + n);
         if n == 0 {
             self.phase = Phase::Broken;
