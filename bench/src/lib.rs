@@ -25,11 +25,13 @@
 //! - `main.rs` — the command line, the plan and the loop over the matrix.
 
 pub mod attack;
+pub mod chart;
 pub mod client;
 pub mod database;
 pub mod fidelity;
 pub mod idle;
 pub mod matrix;
+pub mod page;
 pub mod perf;
 pub mod procfs;
 pub mod profile;

@@ -135,6 +135,10 @@ struct Args {
     /// Slow connections for --attack.
     #[arg(long, default_value_t = 256)]
     attack_conns: usize,
+    /// Instead of a run: render DIR/report.html and its charts again from
+    /// DIR/results.json (an earlier run gets the current page).
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 fn fail(message: impl std::fmt::Display) -> ! {
@@ -144,6 +148,14 @@ fn fail(message: impl std::fmt::Display) -> ! {
 
 fn main() {
     let args: Args = common::cli::parse();
+    if let Some(dir) = &args.report {
+        let results = bench::page::Results::load(dir).unwrap_or_else(|e| fail(e));
+        match bench::page::write(dir, &results) {
+            Ok(page) => eprintln!("bench: {}", page.display()),
+            Err(e) => fail(e),
+        }
+        return;
+    }
     launch::install_interrupt_handler();
     let allowed = allowed_cpus();
     let server_cpus = args.server_cpus.clone().map_or_else(
@@ -494,29 +506,14 @@ fn main() {
     bar.finish_and_clear();
 
     println!("{}", report::markdown(&cells));
-    let profiled: Vec<(String, &bench::profile::Profile)> = cells
-        .iter()
-        .filter_map(|c| {
-            let p = c.profile.as_ref()?;
-            Some((
-                format!(
-                    "{} {} ka={} c={}",
-                    c.variant,
-                    c.workload,
-                    c.keep_alive_label(),
-                    c.connections_label()
-                ),
-                p,
-            ))
-        })
-        .collect();
+    let profiled = report::profiled(&cells);
     print!("{}", bench::profile::table(&profiled));
     if args.fidelity {
         println!(
             "{}",
             fidelity::table(
                 &cells,
-                &fidelity::pairs(&peers),
+                &fidelity::pairs(&peers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()),
                 plan.workers,
                 plan.server_cpus.len(),
                 args.concurrency[0]
@@ -546,6 +543,11 @@ fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell
         })),
         "machine": procfs::machine(),
         "started_by": std::env::args().collect::<Vec<_>>().join(" "),
+        "argv": std::env::args().collect::<Vec<_>>(),
+        "started_at": chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
+        "commit": version_line(&["git", "describe", "--always", "--dirty"]),
+        "fidelity": args.fidelity,
+        "concurrency": args.concurrency,
         "server_cpus": plan.server_cpus,
         "client_cpus": plan.client_cpus,
         "workers": plan.workers,

@@ -112,6 +112,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         rate,
         runs: Vec::new(),
         failure: None,
+        server_command: None,
         peak_rss_kib: None,
         worker_requests: Vec::new(),
         worker_cpu_secs: Vec::new(),
@@ -176,6 +177,7 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         }
         None => None,
     };
+    cell.server_command = server.as_ref().map(|s| s.command.clone());
     let base = match (&server, target) {
         (Some(s), _) => format!("http://{}", s.addr),
         (None, Target::Url(url)) => url.trim_end_matches('/').to_string(),

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use inferno::collapse::Collapse;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Samples per second per CPU: 999 rather than 1,000 so as not to beat in step with the
 /// servers' own millisecond timers.
@@ -54,7 +54,7 @@ const LIBC: usize = 4;
 const OTHER: usize = 5;
 
 /// One cell's profile: the samples of its extra repetition, folded, and what they say.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Profile {
     /// Samples of the server's processes (at [`HZ`] per busy CPU).
     pub samples: u64,

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, Outcome};
 
@@ -14,7 +14,7 @@ pub const BOUND_PCT: f64 = 90.0;
 pub const SHORTFALL: f64 = 0.95;
 
 /// Who limited a run — the lesson of the `ab -c 1000` post.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// The server used ≥ 90 % of its CPUs: the figure measures the server.
@@ -46,7 +46,7 @@ pub fn verdict(server_pct: Option<f64>, client_pct: f64) -> Verdict {
 }
 
 /// One repetition.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     pub outcome: Outcome,
     pub wall_secs: f64,
@@ -65,13 +65,16 @@ pub struct Run {
     /// handed to the kernel without a system call of its own.
     pub uring_submissions_per_req: Option<f64>,
     /// System calls per request by name (`--syscalls`), most frequent first.
+    #[serde(default)]
     pub syscalls_by_name: Vec<(String, f64)>,
     pub verdict: Verdict,
     pub command: String,
 }
 
-/// One cell of the matrix, with every repetition.
-#[derive(Debug, Clone, Serialize)]
+/// One cell of the matrix, with every repetition. Read back from results.json by
+/// `bench --report`: fields added since a run was recorded are absent there, so every
+/// list defaults to empty (an absent `Option` is `None`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
     pub variant: String,
     pub model: String,
@@ -90,13 +93,18 @@ pub struct Cell {
     pub runs: Vec<Run>,
     /// Why the cell has no figures (failed validation, did not start, died).
     pub failure: Option<String>,
+    /// The server's command line, as started (a model's binary and flags, a peer's
+    /// command with its placeholders filled in); `None` for `--url`.
+    pub server_command: Option<String>,
     pub peak_rss_kib: Option<u64>,
     /// Requests per worker from the server's `--stats` (warm-up included).
+    #[serde(default)]
     pub worker_requests: Vec<u64>,
     /// CPU seconds of a peer's `workers` busiest workers over the measured repetitions,
     /// busiest first, from /proc (`variants::peers::Workers` says which processes): how
     /// evenly the work spread over a server that keeps no counts (a model's
     /// `worker_requests` say it exactly).
+    #[serde(default)]
     pub worker_cpu_secs: Vec<f64>,
     /// `--syscalls`: one extra repetition under `perf stat`, apart from the measured ones —
     /// the hundreds of `syscalls:sys_enter_*` tracepoints it counts cost every context
@@ -105,6 +113,7 @@ pub struct Cell {
     pub counted: Option<Run>,
     /// `--profile`: the samples of one extra repetition and what they say.
     pub profile: Option<crate::profile::Profile>,
+    #[serde(default)]
     pub notes: Vec<String>,
 }
 
@@ -218,10 +227,73 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
 
+/// A column of the matrix table: its heading, and whether it holds figures (right-aligned,
+/// sorted as numbers).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Column {
+    pub name: &'static str,
+    pub numeric: bool,
+}
+
+/// One entry of the table: what it shows, and the number it sorts by when it is a figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub text: String,
+    pub sort: Option<f64>,
+}
+
+impl Entry {
+    fn text(text: impl Into<String>) -> Entry {
+        Entry {
+            text: text.into(),
+            sort: None,
+        }
+    }
+
+    /// A figure with `digits` decimals, or "–" (sorted last) when there is none.
+    fn figure(v: Option<f64>, digits: usize) -> Entry {
+        Entry {
+            text: opt(v, digits),
+            sort: v,
+        }
+    }
+}
+
+/// What a row holds after the cells every row fills (variant … c).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Figures {
+    Measured(Vec<Entry>),
+    /// The server does not serve this route (a peer), and why: not a failure.
+    NotServed(String),
+    Failed(String),
+}
+
+/// One row of the matrix table: one cell.
+#[derive(Debug, Clone)]
+pub struct Row<'a> {
+    pub cell: &'a Cell,
+    pub head: Vec<Entry>,
+    pub figures: Figures,
+    /// Who limited the median run (`None`: no run).
+    pub verdict: Option<Verdict>,
+}
+
+/// The matrix table — its columns follow what the run measured — and the lines that say
+/// how to read it. The markdown on stdout and the report page are two renderings of it.
+#[derive(Debug, Clone)]
+pub struct Table<'a> {
+    pub columns: Vec<Column>,
+    pub rows: Vec<Row<'a>>,
+    /// One markdown paragraph per line: the verdicts, the columns, the workloads.
+    pub legend: Vec<String>,
+}
+
+/// The columns every row fills, failed or not (variant … c).
+pub const HEAD_COLUMNS: usize = 7;
+
 /// The table in the style of the posts, with each row's ratio to the fastest row of its
-/// group (same workload, keep-alive, concurrency, client), and one line per verdict.
-pub fn markdown(cells: &[Cell]) -> String {
-    let mut out = String::new();
+/// group (same workload, keep-alive, concurrency, client), and how to read it.
+pub fn table(cells: &[Cell]) -> Table<'_> {
     // The syscalls column appears when a run counted them (--syscalls).
     let syscalls = cells.iter().any(|c| {
         c.counted
@@ -234,87 +306,79 @@ pub fn markdown(cells: &[Cell]) -> String {
             .as_ref()
             .is_some_and(|r| r.uring_submissions_per_req.is_some_and(|n| n > 0.0))
     });
-    // The columns, in order, with their alignment: the header, the separator and the
-    // padding of a failed row all come from this one list.
-    let mut columns: Vec<(&str, bool)> = vec![
-        ("variant", false),
-        ("model", false),
-        ("stack", false),
-        ("workers", true),
-        ("workload", false),
-        ("keep-alive", false),
-        ("c", true),
-        ("req/s (min–max)", true),
-        ("× fastest", true),
-        ("CPU µs/req", true),
+    let column = |name, numeric| Column { name, numeric };
+    let mut columns: Vec<Column> = vec![
+        column("variant", false),
+        column("model", false),
+        column("stack", false),
+        column("workers", true),
+        column("workload", false),
+        column("keep-alive", false),
+        column("c", true),
+        column("req/s (min–max)", true),
+        column("× fastest", true),
+        column("CPU µs/req", true),
     ];
     let database = cells
         .iter()
         .any(|c| c.median().is_some_and(|r| r.db_cpu_us_per_req.is_some()));
     if database {
-        columns.push(("database CPU µs/req", true));
+        columns.push(column("database CPU µs/req", true));
     }
     if syscalls {
-        columns.push(("syscalls/req", true));
+        columns.push(column("syscalls/req", true));
     }
     if submissions {
-        columns.push(("io_uring subs/req", true));
+        columns.push(column("io_uring subs/req", true));
     }
-    columns.push(("p99 ms", true));
+    columns.push(column("p99 ms", true));
     // The open loop's own columns, when a cell offered a fixed rate (--rate, --slo).
     let open_loop = cells.iter().any(|c| c.rate.is_some());
     if open_loop {
         columns.extend([
-            ("offered req/s", true),
-            ("achieved", true),
-            ("p50 · p90 · p99.9 · max ms", true),
-            ("CPU % server · client", true),
-            ("errors", true),
+            column("offered req/s", true),
+            column("achieved", true),
+            column("p50 · p90 · p99.9 · max ms", true),
+            column("CPU % server · client", true),
+            column("errors", true),
         ]);
     }
-    columns.extend([("verdict", false), ("imbalance", true)]);
-    /// The columns every row fills, failed or not (variant … c).
-    const HEAD_COLUMNS: usize = 7;
-    let _ = writeln!(
-        out,
-        "|{}\n|{}",
-        columns
-            .iter()
-            .map(|(h, _)| format!(" {h} |"))
-            .collect::<String>(),
-        columns
-            .iter()
-            .map(|&(_, right)| if right { "---:|" } else { "---|" })
-            .collect::<String>()
-    );
+    columns.extend([column("verdict", false), column("imbalance", true)]);
+
+    let mut rows = Vec::new();
     for cell in cells {
-        let ka = cell.keep_alive_label();
-        let c = cell.connections_label();
-        let head = format!(
-            "| {} | {} | {} | {} | {} | {ka} | {c} |",
-            cell.variant, cell.model, cell.stack, cell.workers, cell.workload
-        );
+        let head = vec![
+            Entry::text(&cell.variant),
+            Entry::text(&cell.model),
+            Entry::text(&cell.stack),
+            Entry::figure(Some(cell.workers as f64), 0),
+            Entry::text(&cell.workload),
+            Entry::text(cell.keep_alive_label()),
+            Entry {
+                text: cell.connections_label(),
+                sort: Some(f64::from(cell.connections)),
+            },
+        ];
         let Some(run) = cell.median() else {
-            // One line, no pipe: a server's error page must not break the table.
+            // One line: a server's error page must not break a table.
             let why = cell
                 .failure
                 .as_deref()
                 .unwrap_or("no run")
                 .split_whitespace()
                 .collect::<Vec<_>>()
-                .join(" ")
-                .replace('|', "/");
-            let why = why.as_str();
-            if why.starts_with("n/a") {
-                // Not a failure: the peer does not serve this route (and says why).
-                let pad = " |".repeat(columns.len() - HEAD_COLUMNS);
-                let _ = writeln!(out, "{head} {why}{pad}");
-                continue;
-            }
-            // The failure fills the first free column (its " |" is the first of these);
-            // the rest stay empty.
-            let pad = " |".repeat(columns.len() - HEAD_COLUMNS);
-            let _ = writeln!(out, "{head} FAILED: {why}{pad}");
+                .join(" ");
+            let figures = if why.starts_with("n/a") {
+                Figures::NotServed(why)
+            } else {
+                Figures::Failed(why)
+            };
+            rows.push(Row {
+                cell,
+                head,
+                figures,
+                verdict: None,
+            });
             continue;
         };
         let fastest = cells
@@ -337,78 +401,148 @@ pub fn markdown(cells: &[Cell]) -> String {
             // whether the server or the client could not keep up.
             verdict = format!("SHORTFALL {:.0} % · {verdict}", 100.0 * share);
         }
-        let mut latency = String::new();
-        if open_loop {
-            let o = &run.outcome;
-            let _ = write!(
-                latency,
-                " {} | {} | {} · {} · {} · {} | {} · {:.0} | {} |",
-                cell.rate.map_or("–".into(), |r| r.to_string()),
-                cell.rate.map_or("–".into(), |r| format!(
-                    "{:.0} %",
-                    100.0 * o.rps / f64::from(r.max(1))
-                )),
-                opt(o.p50_ms, 2),
-                opt(o.p90_ms, 2),
-                opt(o.p999_ms, 2),
-                opt(o.max_ms, 2),
-                opt(run.server_cpu_pct, 0),
-                run.client_cpu_pct,
-                o.failed + o.non_2xx + o.timeouts,
-            );
-        }
-        let mut sys = String::new();
+        let mut figures = vec![
+            Entry {
+                text: format!("{:.0} ({lo:.0}–{hi:.0})", run.outcome.rps),
+                sort: Some(run.outcome.rps),
+            },
+            Entry::figure(Some(ratio), 2),
+            Entry::figure(run.server_cpu_us_per_req, 2),
+        ];
         if database {
-            let _ = write!(sys, " {} |", opt(run.db_cpu_us_per_req, 2));
+            figures.push(Entry::figure(run.db_cpu_us_per_req, 2));
         }
         let counted = cell.counted.as_ref();
         if syscalls {
-            let _ = write!(
-                sys,
-                " {} |",
-                opt(counted.and_then(|r| r.syscalls_per_req), 2)
-            );
+            figures.push(Entry::figure(counted.and_then(|r| r.syscalls_per_req), 2));
         }
         if submissions {
-            let _ = write!(
-                sys,
-                " {} |",
-                opt(counted.and_then(|r| r.uring_submissions_per_req), 2)
-            );
+            figures.push(Entry::figure(
+                counted.and_then(|r| r.uring_submissions_per_req),
+                2,
+            ));
         }
-        let _ = writeln!(
-            out,
-            "{head} {:.0} ({:.0}–{:.0}) | {ratio:.2} | {} |{sys} {} |{latency} {verdict} | {} |",
-            run.outcome.rps,
-            lo,
-            hi,
-            opt(run.server_cpu_us_per_req, 2),
-            opt(run.outcome.p99_ms, 2),
-            opt(cell.imbalance(), 2),
-        );
+        figures.push(Entry::figure(run.outcome.p99_ms, 2));
+        if open_loop {
+            let o = &run.outcome;
+            figures.extend([
+                Entry {
+                    text: cell.rate.map_or("–".into(), |r| r.to_string()),
+                    sort: cell.rate.map(f64::from),
+                },
+                Entry {
+                    text: cell.rate.map_or("–".into(), |r| {
+                        format!("{:.0} %", 100.0 * o.rps / f64::from(r.max(1)))
+                    }),
+                    sort: cell.rate.map(|r| o.rps / f64::from(r.max(1))),
+                },
+                Entry {
+                    text: format!(
+                        "{} · {} · {} · {}",
+                        opt(o.p50_ms, 2),
+                        opt(o.p90_ms, 2),
+                        opt(o.p999_ms, 2),
+                        opt(o.max_ms, 2)
+                    ),
+                    sort: o.p999_ms,
+                },
+                Entry {
+                    text: format!("{} · {:.0}", opt(run.server_cpu_pct, 0), run.client_cpu_pct),
+                    sort: run.server_cpu_pct,
+                },
+                Entry::figure(Some((o.failed + o.non_2xx + o.timeouts) as f64), 0),
+            ]);
+        }
+        figures.push(Entry::text(verdict));
+        figures.push(Entry::figure(cell.imbalance(), 2));
+        rows.push(Row {
+            cell,
+            head,
+            figures: Figures::Measured(figures),
+            verdict: Some(run.verdict),
+        });
     }
-    out.push('\n');
-    out.push_str(&format!(
-        "server-bound: the server used ≥ {BOUND_PCT:.0} % of its CPUs — the figure measures it.\n\
-         client-bound: the client used ≥ {BOUND_PCT:.0} % of its CPU and the server less — the figure is only a lower bound for the server.\n\
-         neither: nobody was saturated (too little concurrency, or waiting) — compare CPU µs/req, not req/s.\n\
-         CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.\n\
-         imbalance: busiest worker's requests ÷ the mean (1.00 = even).\n"
-    ));
+
+    let mut legend = vec![
+        format!("server-bound: the server used ≥ {BOUND_PCT:.0} % of its CPUs — the figure measures it."),
+        format!("client-bound: the client used ≥ {BOUND_PCT:.0} % of its CPU and the server less — the figure is only a lower bound for the server."),
+        "neither: nobody was saturated (too little concurrency, or waiting) — compare CPU µs/req, not req/s.".to_string(),
+        "CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.".to_string(),
+        "imbalance: busiest worker's requests ÷ the mean (1.00 = even).".to_string(),
+    ];
     if database {
-        out.push_str("database CPU µs/req: the PostgreSQL backends' CPU time per request (pg workloads, the cluster bench started): on the server's CPUs, what waiting for the database cannot overlap.\n");
+        legend.push("database CPU µs/req: the PostgreSQL backends' CPU time per request (pg workloads, the cluster bench started): on the server's CPUs, what waiting for the database cannot overlap.".into());
     }
     if open_loop {
-        out.push_str(
-            "offered: the open loop's fixed rate (oha -q); latency is measured from when each request was due (--latency-correction), so a stall shows in the percentiles instead of slowing the client down. SHORTFALL: the achieved rate stayed under 95 % of the offered one — read the verdict for who could not keep up.\n",
-        );
+        legend.push("offered: the open loop's fixed rate (oha -q); latency is measured from when each request was due (--latency-correction), so a stall shows in the percentiles instead of slowing the client down. SHORTFALL: the achieved rate stayed under 95 % of the offered one — read the verdict for who could not keep up.".into());
     }
     for w in variants::WORKLOADS {
         if cells.iter().any(|c| c.workload == w.name) {
-            let _ = writeln!(out, "{} (`{}`): {}.", w.name, w.path, w.shows);
+            legend.push(format!("{} (`{}`): {}.", w.name, w.path, w.shows));
         }
     }
+    Table {
+        columns,
+        rows,
+        legend,
+    }
+}
+
+/// The table as markdown, for stdout, with its legend, the system calls by name and each
+/// cell's notes.
+pub fn markdown(cells: &[Cell]) -> String {
+    let table = table(cells);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "|{}\n|{}",
+        table
+            .columns
+            .iter()
+            .map(|c| format!(" {} |", c.name))
+            .collect::<String>(),
+        table
+            .columns
+            .iter()
+            .map(|c| if c.numeric { "---:|" } else { "---|" })
+            .collect::<String>()
+    );
+    let pad = " |".repeat(table.columns.len() - HEAD_COLUMNS);
+    for row in &table.rows {
+        out.push('|');
+        for e in &row.head {
+            let _ = write!(out, " {} |", e.text);
+        }
+        match &row.figures {
+            Figures::Measured(figures) => {
+                for e in figures {
+                    let _ = write!(out, " {} |", e.text);
+                }
+            }
+            // The reason fills the first free column (its " |" is the first of the
+            // padding); the rest stay empty.
+            Figures::NotServed(why) => {
+                let _ = write!(out, " {}{pad}", why.replace('|', "/"));
+            }
+            Figures::Failed(why) => {
+                let _ = write!(out, " FAILED: {}{pad}", why.replace('|', "/"));
+            }
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    for line in &table.legend {
+        out.push_str(line);
+        out.push('\n');
+    }
     out.push_str(&by_name(cells));
+    out.push_str(&notes(cells));
+    out
+}
+
+/// Each cell's notes (a peer's missing headers, a model's queue), a line each.
+pub fn notes(cells: &[Cell]) -> String {
+    let mut out = String::new();
     for cell in cells {
         for note in &cell.notes {
             let _ = writeln!(
@@ -615,13 +749,9 @@ pub fn write_profiles(
     Ok(written)
 }
 
-/// Writes results.json, results.csv and the SVG charts into `dir`.
+/// Writes results.json, results.csv, the SVG charts and report.html into `dir`.
 pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    // An --slo run's target, drawn across its curves when it is a p99 one.
-    let slo_ms = (meta["slo"]["percentile"].as_f64() == Some(99.0))
-        .then(|| meta["slo"]["limit_ms"].as_f64())
-        .flatten();
     let json = serde_json::json!({ "meta": meta, "cells": cells });
     let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("results.json"), text).map_err(|e| e.to_string())?;
@@ -645,204 +775,34 @@ pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Resul
     }
     csv.flush().map_err(|e| e.to_string())?;
 
-    let label = |c: &Cell| {
-        format!(
-            "{}{} · {} · ka {} · c{}",
-            c.variant,
-            if c.stack == "raw" { "" } else { " (framework)" },
-            c.workload,
-            if c.keep_alive { "on" } else { "off" },
-            c.connections
-        )
-    };
-    let measured: Vec<&Cell> = cells.iter().filter(|c| c.median().is_some()).collect();
-    let rps: Vec<(String, f64)> = measured
-        .iter()
-        .map(|c| (label(c), c.median().map_or(0.0, |r| r.outcome.rps)))
-        .collect();
-    bar_chart(
-        &dir.join("req_per_sec.svg"),
-        "requests per second (median)",
-        "req/s",
-        &rps,
+    crate::page::write(
+        dir,
+        &crate::page::Results {
+            meta,
+            cells: cells.to_vec(),
+        },
     )?;
-    latency_charts(dir, cells, slo_ms)?;
-    let cpu: Vec<(String, f64)> = measured
-        .iter()
-        .filter_map(|c| Some((label(c), c.median()?.server_cpu_us_per_req?)))
-        .collect();
-    if !cpu.is_empty() {
-        bar_chart(
-            &dir.join("cpu_us_per_req.svg"),
-            "server CPU time per request (median run)",
-            "µs/request",
-            &cpu,
-        )?;
-    }
     Ok(())
 }
 
-/// One point of a latency-vs-load line: offered rate, p99 ms, and whether the rate was
-/// reached.
-type LoadPoint = (f64, f64, bool);
-
-/// Latency against load, one SVG per workload and keep-alive mode that ran the open loop
-/// (`latency_<workload>_ka-<on|off>.svg`): x the offered rate, y the corrected p99 on a log
-/// scale, a line per server; a shortfall point is drawn hollow (the rate was not reached);
-/// an `--slo` p99 target is a dashed horizontal line.
-fn latency_charts(dir: &Path, cells: &[Cell], slo_ms: Option<f64>) -> Result<(), String> {
-    use plotters::prelude::*;
-    let mut groups: Vec<(String, bool)> = Vec::new();
-    for c in cells
+/// The profiled cells, each with the label the profile table gives it.
+pub fn profiled(cells: &[Cell]) -> Vec<(String, &crate::profile::Profile)> {
+    cells
         .iter()
-        .filter(|c| c.rate.is_some() && c.median().is_some())
-    {
-        if !groups.contains(&(c.workload.clone(), c.keep_alive)) {
-            groups.push((c.workload.clone(), c.keep_alive));
-        }
-    }
-    for (workload, ka) in groups {
-        let ka_name = if ka { "on" } else { "off" };
-        let path = dir.join(format!("latency_{workload}_ka-{ka_name}.svg"));
-        let err = |e: &dyn std::fmt::Display| format!("chart {}: {e}", path.display());
-        // Per server, its points sorted by rate.
-        let mut lines: Vec<(String, Vec<LoadPoint>)> = Vec::new();
-        for c in cells
-            .iter()
-            .filter(|c| c.workload == workload && c.keep_alive == ka)
-        {
-            let (Some(rate), Some(p99)) = (c.rate, c.median().and_then(|r| r.outcome.p99_ms))
-            else {
-                continue;
-            };
-            let point = (f64::from(rate), p99.max(0.001), c.shortfall().is_none());
-            match lines.iter_mut().find(|l| l.0 == c.variant) {
-                Some(l) => l.1.push(point),
-                None => lines.push((c.variant.clone(), vec![point])),
-            }
-        }
-        for l in &mut lines {
-            l.1.sort_by(|a, b| a.0.total_cmp(&b.0));
-        }
-        let xmax = lines
-            .iter()
-            .flat_map(|l| l.1.iter().map(|p| p.0))
-            .fold(1.0, f64::max)
-            * 1.05;
-        let (ymin, ymax) = lines
-            .iter()
-            .flat_map(|l| l.1.iter().map(|p| p.1))
-            .chain(slo_ms)
-            .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
-                (lo.min(y), hi.max(y))
-            });
-        let root = SVGBackend::new(&path, (1000, 600)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(&e))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("{workload}, keep-alive {ka_name}: p99 latency against offered load (open loop, corrected)"),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..xmax, ((ymin * 0.8)..(ymax * 1.25)).log_scale())
-            .map_err(|e| err(&e))?;
-        chart
-            .configure_mesh()
-            .x_desc("offered requests per second")
-            .y_desc("p99 ms (log)")
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y}"))
-            .draw()
-            .map_err(|e| err(&e))?;
-        for (i, (name, points)) in lines.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().map(|p| (p.0, p.1)),
-                    color.stroke_width(2),
-                ))
-                .map_err(|e| err(&e))?
-                .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color));
-            chart
-                .draw_series(points.iter().map(|&(x, y, reached)| {
-                    let style = if reached {
-                        color.filled()
-                    } else {
-                        color.stroke_width(2)
-                    };
-                    Circle::new((x, y), 4, style)
-                }))
-                .map_err(|e| err(&e))?;
-        }
-        if let Some(limit) = slo_ms {
-            // Dashes drawn as short segments: the target every curve is read against.
-            let step = xmax / 60.0;
-            chart
-                .draw_series((0..60).step_by(2).map(|i| {
-                    let x = f64::from(i) * step;
-                    PathElement::new([(x, limit), (x + step, limit)], RED.stroke_width(2))
-                }))
-                .map_err(|e| err(&e))?
-                .label(format!("target p99 ≤ {limit} ms"))
-                .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], RED));
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| err(&e))?;
-        root.present().map_err(|e| err(&e))?;
-    }
-    Ok(())
-}
-
-/// A horizontal bar chart, one bar per row, in an SVG file.
-fn bar_chart(path: &Path, title: &str, unit: &str, rows: &[(String, f64)]) -> Result<(), String> {
-    use plotters::prelude::*;
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let height = 90 + rows.len() as u32 * 26;
-    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
-    let err = |e: &dyn std::fmt::Display| format!("chart {}: {e}", path.display());
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let max = rows.iter().map(|r| r.1).fold(0.0, f64::max).max(1e-9) * 1.08;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(32)
-        .y_label_area_size(380)
-        .build_cartesian_2d(0f64..max, (0..rows.len()).into_segmented())
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(rows.len())
-        .y_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => rows.get(*i).map_or(String::new(), |r| r.0.clone()),
-            _ => String::new(),
+        .filter_map(|c| {
+            let p = c.profile.as_ref()?;
+            Some((
+                format!(
+                    "{} {} ka={} c={}",
+                    c.variant,
+                    c.workload,
+                    c.keep_alive_label(),
+                    c.connections_label()
+                ),
+                p,
+            ))
         })
-        .x_desc(unit)
-        .draw()
-        .map_err(|e| err(&e))?;
-    chart
-        .draw_series(rows.iter().enumerate().map(|(i, (_, v))| {
-            Rectangle::new(
-                [
-                    (0.0, SegmentValue::Exact(i)),
-                    (*v, SegmentValue::Exact(i + 1)),
-                ],
-                BLUE.mix(0.55).filled(),
-            )
-        }))
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+        .collect()
 }
 
 #[cfg(test)]
@@ -904,6 +864,7 @@ mod tests {
                 .map(|(rps, _, _)| Run::sample(rps, 4.0))
                 .collect(),
             failure: run.is_none().then(|| "did not start".into()),
+            server_command: None,
             peak_rss_kib: None,
             worker_requests: Vec::new(),
             worker_cpu_secs: Vec::new(),

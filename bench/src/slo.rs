@@ -122,20 +122,11 @@ pub fn run(plan: &Plan, servers: &[Server], spec: &CellSpec, slo: &Target) -> (S
         reps: 1,
         ..plan.clone()
     };
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| variant | model | workload | keep-alive | c | capacity at {slo} (req/s) | p{} there (ms) | CPU µs/req there | probes |\n|---|---|---|---|---:|---:|---:|---:|---|",
-        slo.percentile
-    );
     let mut all = Vec::new();
     for server in servers {
-        let (mut kept, mut missed): (Option<(u32, usize)>, Option<u32>) = (None, None);
-        let mut probes: Vec<String> = Vec::new();
-        let mut model = String::new();
-        let mut failure = None;
-        while probes.len() < MAX_PROBES {
-            let Some(rate) = next_rate(kept.map(|k| k.0), missed) else {
+        let (mut kept, mut missed): (Option<u32>, Option<u32>) = (None, None);
+        for _ in 0..MAX_PROBES {
+            let Some(rate) = next_rate(kept, missed) else {
                 break;
             };
             let cell = matrix::run_cell(
@@ -146,7 +137,6 @@ pub fn run(plan: &Plan, servers: &[Server], spec: &CellSpec, slo: &Target) -> (S
                     ..*spec
                 },
             );
-            model.clone_from(&cell.model);
             let verdict = slo.kept(&cell);
             eprintln!(
                 "slo: {} at {rate} req/s: {}",
@@ -156,31 +146,70 @@ pub fn run(plan: &Plan, servers: &[Server], spec: &CellSpec, slo: &Target) -> (S
                     Err(why) => format!("missed ({why})"),
                 }
             );
+            // A server that never answered is a failure, not a capacity of 0.
+            let dead = verdict.is_err() && cell.median().is_none() && kept.is_none();
             match verdict {
-                Ok(_) => {
-                    kept = Some((rate, all.len()));
-                    probes.push(format!("{rate} ✓"));
-                }
-                Err(why) => {
-                    // A server that never answered is a failure, not a capacity of 0.
-                    if cell.median().is_none() && kept.is_none() {
-                        failure = Some(why.split_whitespace().collect::<Vec<_>>().join(" "));
-                        all.push(cell);
-                        break;
-                    }
-                    missed = Some(rate);
-                    probes.push(format!("{rate} ✗"));
-                }
+                Ok(_) => kept = Some(rate),
+                Err(_) => missed = Some(rate),
             }
             all.push(cell);
+            if dead {
+                break;
+            }
         }
-        let ka = if spec.keep_alive { "on" } else { "off" };
+    }
+    (table(&all, slo), all)
+}
+
+/// The capacity table of an `--slo` run from its probes (`cells`, each server's in the
+/// order they ran): per server, the highest rate that kept the target, the latency and CPU
+/// per request there, and every probe.
+pub fn table(cells: &[Cell], slo: &Target) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| variant | model | workload | keep-alive | c | capacity at {slo} (req/s) | p{} there (ms) | CPU µs/req there | probes |\n|---|---|---|---|---:|---:|---:|---:|---|",
+        slo.percentile
+    );
+    let mut servers: Vec<&str> = Vec::new();
+    for c in cells {
+        if !servers.contains(&c.variant.as_str()) {
+            servers.push(&c.variant);
+        }
+    }
+    for server in servers {
+        let probes: Vec<&Cell> = cells.iter().filter(|c| c.variant == server).collect();
+        let first = probes[0];
         let head = format!(
-            "| {} | {model} | {} | {ka} | {} |",
-            server.name(),
-            spec.workload.name,
-            spec.connections
+            "| {server} | {} | {} | {} | {} |",
+            first.model,
+            first.workload,
+            first.keep_alive_label(),
+            first.connections
         );
+        let (mut kept, mut missed, mut failure): (Option<&Cell>, Option<u32>, Option<String>) =
+            (None, None, None);
+        let mut marks: Vec<String> = Vec::new();
+        for cell in &probes {
+            let rate = cell.rate.unwrap_or(0);
+            match slo.kept(cell) {
+                Ok(_) => {
+                    if kept.is_none_or(|k| k.rate < cell.rate) {
+                        kept = Some(cell);
+                    }
+                    marks.push(format!("{rate} ✓"));
+                }
+                // A server that never answered is a failure, not a capacity of 0.
+                Err(why) if cell.median().is_none() && kept.is_none() => {
+                    failure = Some(why.split_whitespace().collect::<Vec<_>>().join(" "));
+                    break;
+                }
+                Err(_) => {
+                    missed = Some(missed.map_or(rate, |m: u32| m.min(rate)));
+                    marks.push(format!("{rate} ✗"));
+                }
+            }
+        }
         match (failure, kept) {
             (Some(why), _) => {
                 let _ = writeln!(out, "{head} FAILED: {} | | | |", why.replace('|', "/"));
@@ -190,19 +219,19 @@ pub fn run(plan: &Plan, servers: &[Server], spec: &CellSpec, slo: &Target) -> (S
                     out,
                     "{head} < {} | | | {} |",
                     missed.unwrap_or(START),
-                    probes.join(" ")
+                    marks.join(" ")
                 );
             }
-            (None, Some((rate, at))) => {
-                let cell: &Cell = &all[at];
+            (None, Some(cell)) => {
                 let run = cell.median().expect("a kept probe was measured");
                 let _ = writeln!(
                     out,
-                    "{head} {rate} | {} | {} | {} |",
+                    "{head} {} | {} | {} | {} |",
+                    cell.rate.unwrap_or(0),
                     slo.latency(cell).map_or("–".into(), |l| format!("{l:.2}")),
                     run.server_cpu_us_per_req
                         .map_or("–".into(), |c| format!("{c:.2}")),
-                    probes.join(" ")
+                    marks.join(" ")
                 );
             }
         }
@@ -212,7 +241,7 @@ pub fn run(plan: &Plan, servers: &[Server], spec: &CellSpec, slo: &Target) -> (S
         "\ncapacity: the highest offered rate (oha -q, open loop) at which the corrected {slo} held with no errors and at least {:.0} % of the rate achieved; the search doubles from {START} req/s, then bisects to a 5 % bracket (at most {MAX_PROBES} probes, each a fresh server after a warm-up). ✓ kept, ✗ missed.\n",
         SHORTFALL * 100.0
     );
-    (out, all)
+    out
 }
 
 #[cfg(test)]

@@ -351,6 +351,7 @@ impl Launch {
     /// Spawns the command in its own process group with a thread collecting its stderr;
     /// the receiver gets the address of an archzoo start-up line.
     fn spawn_reading(mut self) -> Result<(Server, mpsc::Receiver<SocketAddr>), String> {
+        let command = command_line(&self.cmd);
         prepare(&mut self.cmd, &self.cpus, self.max_files);
         let mut child = self.cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
         remember(child.id() as i32);
@@ -373,6 +374,7 @@ impl Launch {
         });
         let server = Server {
             child,
+            command,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             lines,
             eof,
@@ -380,6 +382,32 @@ impl Launch {
         };
         Ok((server, rx))
     }
+}
+
+/// `cmd` as a person would type it: a `sh -c` command as given, otherwise the program and
+/// its arguments, each quoted where the shell would split or expand it.
+fn command_line(cmd: &Command) -> String {
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if cmd.get_program() == "sh" && args.len() == 2 && args[0] == "-c" {
+        return args[1].clone();
+    }
+    std::iter::once(cmd.get_program().to_string_lossy().into_owned())
+        .chain(args)
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+            if plain {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The address in a start-up line (`… listening on http://127.0.0.1:8080/ — …`).
@@ -393,6 +421,9 @@ pub fn listening_addr(line: &str) -> Option<SocketAddr> {
 /// A running server: its own process group, killed whole on drop.
 pub struct Server {
     child: Child,
+    /// The command line as a person would type it (a shell command as given), for the
+    /// results' set-up: which binary, which flags.
+    pub command: String,
     pub addr: SocketAddr,
     lines: Arc<Mutex<Vec<String>>>,
     /// Set by the stderr reader at end of file: every process of the server closed it.

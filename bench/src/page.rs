@@ -1,0 +1,524 @@
+//! `report.html`: one self-contained page per run — the set-up, the matrix table (sortable,
+//! each verdict in colour and in words), the charts with how to read them, and whatever
+//! else the run produced (latency curves and capacity, flame graphs, the fidelity table).
+//!
+//! Written at the end of every run beside results.json, and again from a results.json by
+//! `bench --report DIR`, so that an old run gets the current page. The page is an askama
+//! template (`templates/report.html`, checked when the crate compiles); the tables the
+//! harness prints as markdown (fidelity, capacity, profile, system calls by name) go
+//! through pulldown-cmark rather than being printed twice. Nothing is fetched from the
+//! network: the charts are inline SVG, the style and the sorting script inline.
+
+use std::path::Path;
+
+use askama::Template;
+use serde::{Deserialize, Serialize};
+
+use crate::chart::{self, Colours};
+use crate::report::{self, Cell, Figures, Verdict};
+
+/// What results.json holds: the run's set-up and every cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    pub meta: serde_json::Value,
+    pub cells: Vec<Cell>,
+}
+
+impl Results {
+    /// Reads `dir/results.json`.
+    pub fn load(dir: &Path) -> Result<Results, String> {
+        let path = dir.join("results.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a bench results.json: {e}", path.display()))
+    }
+}
+
+/// Markdown (a paragraph, a table) as HTML.
+fn html(markdown: &str) -> String {
+    use pulldown_cmark::{Options, Parser};
+    let mut out = String::new();
+    pulldown_cmark::html::push_html(&mut out, Parser::new_ext(markdown, Options::ENABLE_TABLES));
+    out
+}
+
+/// A column's name as a key of the page's `#sort=KEY-asc` address.
+fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for ch in name.chars() {
+        if ch.is_ascii_alphanumeric() {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+/// `arg` as a shell would need it typed.
+fn quoted(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+pub struct ColumnView {
+    pub name: &'static str,
+    pub key: String,
+    pub numeric: bool,
+}
+
+pub struct EntryView {
+    pub text: String,
+    /// The number the column sorts by; empty for text (sorted as text).
+    pub sort: String,
+    pub numeric: bool,
+    /// A verdict's class (`verdict server-bound`), else empty.
+    pub class: String,
+}
+
+pub struct RowView {
+    pub class: String,
+    pub entries: Vec<EntryView>,
+    /// Why a row has no figures, and how many columns it spans.
+    pub missing: Option<(String, usize)>,
+    pub flame: Option<String>,
+}
+
+pub struct ChartView {
+    pub id: String,
+    pub title: String,
+    /// The SVG, inline (it comes from our own template or plotters, not from a run).
+    pub svg: String,
+    pub file: String,
+    pub reading: String,
+}
+
+pub struct Section {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub html: String,
+}
+
+pub struct CommandView {
+    pub cell: String,
+    pub server: String,
+    pub client: String,
+}
+
+#[derive(Template)]
+#[template(path = "report.html")]
+pub struct Page {
+    pub title: String,
+    pub summary: String,
+    pub setup: Vec<(String, String)>,
+    pub versions: Vec<(String, String)>,
+    pub reproduce: String,
+    pub commands: Vec<CommandView>,
+    pub columns: Vec<ColumnView>,
+    pub rows: Vec<RowView>,
+    pub flames: bool,
+    pub legend: String,
+    pub charts: Vec<ChartView>,
+    pub latency: Vec<ChartView>,
+    pub sections: Vec<Section>,
+}
+
+/// The CSS class of a verdict.
+fn verdict_class(v: Verdict) -> &'static str {
+    match v {
+        Verdict::ServerBound => "server-bound",
+        Verdict::ClientBound => "client-bound",
+        Verdict::Neither => "neither",
+    }
+}
+
+/// Writes the SVG charts and report.html of `results` into `dir` (which holds its
+/// results.json, and the flame graphs of a `--profile` run). Returns the page's path.
+pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String> {
+    let cells = &results.cells;
+    let meta = &results.meta;
+    let colours = Colours::of(cells);
+    let mut charts = Vec::new();
+    for (metric, svg) in chart::bar_charts(cells, &colours)? {
+        let file = format!("{}.svg", metric.id);
+        std::fs::write(dir.join(&file), &svg)
+            .map_err(|e| format!("cannot write {}: {e}", dir.join(&file).display()))?;
+        charts.push(ChartView {
+            id: metric.id.to_string(),
+            title: metric.title.to_string(),
+            svg,
+            file,
+            reading: html(metric.reading),
+        });
+    }
+    // An --slo run's target, drawn across its curves when it is a p99 one.
+    let slo = meta["slo"]["percentile"]
+        .as_f64()
+        .zip(meta["slo"]["limit_ms"].as_f64())
+        .map(|(percentile, limit_ms)| crate::slo::Target {
+            percentile,
+            limit_ms,
+        });
+    let slo_ms = slo.filter(|t| t.percentile == 99.0).map(|t| t.limit_ms);
+    let mut latency = Vec::new();
+    for (title, file) in chart::latency_charts(dir, cells, &colours, slo_ms)? {
+        let svg = std::fs::read_to_string(dir.join(&file)).map_err(|e| e.to_string())?;
+        latency.push(ChartView {
+            id: file.trim_end_matches(".svg").to_string(),
+            title,
+            svg,
+            file,
+            reading: html(chart::LATENCY_READING),
+        });
+    }
+
+    let table = report::table(cells);
+    let flames = cells.iter().any(|c| c.profile.is_some());
+    let columns: Vec<ColumnView> = table
+        .columns
+        .iter()
+        .map(|c| ColumnView {
+            name: c.name,
+            key: slug(c.name),
+            numeric: c.numeric,
+        })
+        .collect();
+    let entry = |e: &report::Entry, numeric: bool, class: &str| EntryView {
+        text: e.text.clone(),
+        sort: e.sort.map_or(String::new(), |v| v.to_string()),
+        numeric,
+        class: class.to_string(),
+    };
+    let verdict_at = table.columns.iter().position(|c| c.name == "verdict");
+    let rows = table
+        .rows
+        .iter()
+        .map(|row| {
+            let mut entries: Vec<EntryView> = row
+                .head
+                .iter()
+                .zip(&table.columns)
+                .map(|(e, c)| entry(e, c.numeric, ""))
+                .collect();
+            let (class, missing) = match &row.figures {
+                Figures::Measured(figures) => {
+                    for (i, (e, c)) in figures
+                        .iter()
+                        .zip(&table.columns[report::HEAD_COLUMNS..])
+                        .enumerate()
+                    {
+                        let class = match (row.verdict, Some(i + report::HEAD_COLUMNS)) {
+                            (Some(v), at) if at == verdict_at => {
+                                format!("verdict {}", verdict_class(v))
+                            }
+                            _ => String::new(),
+                        };
+                        entries.push(entry(e, c.numeric, &class));
+                    }
+                    let class = row.verdict.map_or("", verdict_class).to_string();
+                    let class = if row.cell.shortfall().is_some() {
+                        format!("{class} shortfall")
+                    } else {
+                        class
+                    };
+                    (class, None)
+                }
+                Figures::NotServed(why) => (
+                    "not-served".to_string(),
+                    Some((why.clone(), table.columns.len() - report::HEAD_COLUMNS)),
+                ),
+                Figures::Failed(why) => (
+                    "failed".to_string(),
+                    Some((
+                        format!("FAILED: {why}"),
+                        table.columns.len() - report::HEAD_COLUMNS,
+                    )),
+                ),
+            };
+            RowView {
+                class,
+                entries,
+                missing,
+                flame: row
+                    .cell
+                    .profile
+                    .as_ref()
+                    .map(|p| p.flamegraph.clone())
+                    .filter(|f| dir.join(f).is_file()),
+            }
+        })
+        .collect();
+
+    let mut sections = Vec::new();
+    if let Some(target) = &slo {
+        sections.push(Section {
+            id: "capacity",
+            title: "Capacity at the latency target",
+            html: html(&crate::slo::table(cells, target)),
+        });
+    }
+    let profiled = report::profiled(cells);
+    if !profiled.is_empty() {
+        let mut text = crate::profile::table(&profiled);
+        // Every flame graph in the run's folder, the differential ones included.
+        let mut graphs: Vec<String> = std::fs::read_dir(dir.join("flame"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".svg"))
+            .collect();
+        graphs.sort();
+        if !graphs.is_empty() {
+            text.push_str("\nflame graphs: ");
+            let links: Vec<String> = graphs
+                .iter()
+                .map(|g| format!("[{}](flame/{g})", g.trim_end_matches(".svg")))
+                .collect();
+            text.push_str(&links.join(" · "));
+            text.push('\n');
+        }
+        sections.push(Section {
+            id: "profile",
+            title: "Where the CPU goes",
+            html: html(&text),
+        });
+    }
+    if meta["fidelity"].as_bool() == Some(true) {
+        let peers: Vec<String> = meta["versions"]["peers"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        let workers = meta["workers"].as_u64().unwrap_or(1) as usize;
+        let server_cpus = meta["server_cpus"].as_array().map_or(1, Vec::len);
+        let connections = meta["concurrency"][0].as_u64().unwrap_or(64) as u32;
+        sections.push(Section {
+            id: "fidelity",
+            title: "The models beside the real systems",
+            html: html(&crate::fidelity::table(
+                cells,
+                &crate::fidelity::pairs(&peers),
+                workers,
+                server_cpus,
+                connections,
+            )),
+        });
+    }
+    let by_name = report::by_name(cells);
+    if !by_name.is_empty() {
+        sections.push(Section {
+            id: "syscalls",
+            title: "System calls by name",
+            html: html(&by_name),
+        });
+    }
+    let notes = report::notes(cells);
+    if !notes.is_empty() {
+        let list: String = notes.lines().map(|l| format!("- {l}\n")).collect();
+        sections.push(Section {
+            id: "notes",
+            title: "Notes",
+            html: html(&list),
+        });
+    }
+
+    let page = Page {
+        title: format!("archzoo — {}", started(dir, meta)),
+        summary: summary(cells),
+        setup: setup(meta, cells),
+        versions: versions(meta),
+        reproduce: reproduce(meta),
+        commands: cells
+            .iter()
+            .map(|c| CommandView {
+                cell: format!(
+                    "{} · {} · keep-alive {} · c={}{}",
+                    c.variant,
+                    c.workload,
+                    c.keep_alive_label(),
+                    c.connections_label(),
+                    c.rate.map_or(String::new(), |r| format!(" · {r} req/s"))
+                ),
+                server: c.server_command.clone().unwrap_or_else(|| "–".into()),
+                client: c
+                    .median()
+                    .or(c.counted.as_ref())
+                    .map_or("–".into(), |r| r.command.clone()),
+            })
+            .collect(),
+        columns,
+        rows,
+        flames,
+        legend: html(&table.legend.join("\n\n")),
+        charts,
+        latency,
+        sections,
+    };
+    let path = dir.join("report.html");
+    let text = page.render().map_err(|e| e.to_string())?;
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// When the run started: as recorded, else the results folder's name (its UTC time).
+fn started(dir: &Path, meta: &serde_json::Value) -> String {
+    meta["started_at"].as_str().map_or_else(
+        || {
+            dir.file_name()
+                .map_or("a run".into(), |n| n.to_string_lossy().into_owned())
+        },
+        str::to_string,
+    )
+}
+
+/// One line: how many cells, servers and workloads.
+fn summary(cells: &[Cell]) -> String {
+    let mut servers: Vec<&str> = Vec::new();
+    let mut workloads: Vec<&str> = Vec::new();
+    for c in cells {
+        if !servers.contains(&c.variant.as_str()) {
+            servers.push(&c.variant);
+        }
+        if !workloads.contains(&c.workload.as_str()) {
+            workloads.push(&c.workload);
+        }
+    }
+    let measured = cells.iter().filter(|c| c.median().is_some()).count();
+    let client_bound = cells
+        .iter()
+        .filter(|c| {
+            c.median()
+                .is_some_and(|r| r.verdict == Verdict::ClientBound)
+        })
+        .count();
+    format!(
+        "{} cells ({measured} measured, {client_bound} client-bound) · {} servers: {} · workloads: {}",
+        cells.len(),
+        servers.len(),
+        servers.join(", "),
+        workloads.join(", ")
+    )
+}
+
+fn cpus(v: &serde_json::Value) -> String {
+    v.as_array().map_or("–".into(), |a| {
+        a.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+fn setup(meta: &serde_json::Value, cells: &[Cell]) -> Vec<(String, String)> {
+    let m = &meta["machine"];
+    let mut rows = vec![
+        (
+            "machine".to_string(),
+            format!(
+                "{} · {} CPUs · Linux {}",
+                m["cpu_model"].as_str().unwrap_or("unknown"),
+                m["cpus"].as_u64().unwrap_or(0),
+                m["kernel"].as_str().unwrap_or("?")
+            ),
+        ),
+        (
+            "server".to_string(),
+            format!(
+                "CPUs {} · {} worker(s)",
+                cpus(&meta["server_cpus"]),
+                meta["workers"].as_u64().unwrap_or(0)
+            ),
+        ),
+    ];
+    let mut clients: Vec<&str> = cells.iter().map(|c| c.client.command()).collect();
+    clients.dedup();
+    rows.push((
+        "client".into(),
+        format!(
+            "{} on CPUs {}",
+            clients.join(", "),
+            cpus(&meta["client_cpus"])
+        ),
+    ));
+    if let Some(reps) = cells.iter().map(|c| c.runs.len()).max() {
+        rows.push((
+            "repetitions".into(),
+            format!("{reps} measured per cell (the median is shown; whiskers span them all)"),
+        ));
+    }
+    if let Some(commit) = meta["commit"].as_str().filter(|c| !c.is_empty()) {
+        rows.push(("archzoo commit".into(), commit.to_string()));
+    }
+    rows
+}
+
+fn versions(meta: &serde_json::Value) -> Vec<(String, String)> {
+    let v = &meta["versions"];
+    let mut rows = Vec::new();
+    for tool in ["archzoo", "ab", "wrk", "oha"] {
+        if let Some(text) = v[tool].as_str().filter(|t| !t.is_empty()) {
+            rows.push((tool.to_string(), text.to_string()));
+        }
+    }
+    if let Some(peers) = v["peers"].as_object() {
+        for (name, version) in peers {
+            rows.push((
+                name.clone(),
+                version.as_str().unwrap_or_default().to_string(),
+            ));
+        }
+    }
+    rows
+}
+
+/// The command that runs the same matrix again.
+fn reproduce(meta: &serde_json::Value) -> String {
+    let args: Vec<String> = match meta["argv"].as_array() {
+        Some(argv) => argv
+            .iter()
+            .skip(1)
+            .filter_map(|a| a.as_str())
+            .map(quoted)
+            .collect(),
+        // Runs recorded before the arguments were kept one by one.
+        None => meta["started_by"]
+            .as_str()
+            .unwrap_or("")
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_string)
+            .collect(),
+    };
+    std::iter::once("scripts/bench".to_string())
+        .chain(args)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_keys_are_address_safe() {
+        assert_eq!(slug("CPU µs/req"), "cpu-s-req");
+        assert_eq!(slug("req/s (min–max)"), "req-s-min-max");
+        assert_eq!(slug("× fastest"), "fastest");
+    }
+
+    #[test]
+    fn the_reproducing_command_quotes_what_the_shell_would_split() {
+        let meta = serde_json::json!({
+            "argv": ["/x/target/release/bench", "--peer", "a=b {port}", "-c", "64"],
+        });
+        assert_eq!(reproduce(&meta), "scripts/bench --peer 'a=b {port}' -c 64");
+    }
+}
