@@ -746,6 +746,20 @@ mod tests {
     }
 
     #[test]
+    fn every_model_and_builtin_peer_has_a_colour_of_its_own() {
+        let fixed = variants::VARIANTS.len() + variants::peers::BUILTIN.len();
+        assert!(
+            fixed < PALETTE.len(),
+            "{fixed} servers for {} colours",
+            PALETTE.len()
+        );
+        let mut seen = PALETTE.to_vec();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), PALETTE.len(), "a colour twice");
+    }
+
+    #[test]
     fn figures_read_as_people_write_them() {
         assert_eq!(thousands(1_234_567.4), "1,234,567");
         assert_eq!(thousands(999.6), "1,000");

@@ -422,7 +422,7 @@ fn main() {
         };
         let (table, cells) = bench::slo::run(&plan, &targets, &spec, slo);
         println!("{table}");
-        write_results(&args, &plan, &peers, &cells);
+        write_results(&args.out.join(timestamp()), &args, &plan, &peers, &cells);
         return;
     }
     // --fidelity measures its own cells: the signatures, at the first concurrency given.
@@ -520,22 +520,26 @@ fn main() {
             )
         );
     }
-    let dir = write_results(&args, &plan, &peers, &cells);
-    if args.profile {
-        match report::write_profiles(&dir, &cells, diff.as_ref()) {
-            Ok(written) => {
-                for file in written {
-                    eprintln!("bench: {}", dir.join(file).display());
-                }
+    let dir = args.out.join(timestamp());
+    // The flame graphs first, so that report.html links them; an error there is reported
+    // after every figure is written.
+    let profiles = args
+        .profile
+        .then(|| report::write_profiles(&dir, &cells, diff.as_ref()));
+    write_results(&dir, &args, &plan, &peers, &cells);
+    match profiles {
+        Some(Ok(written)) => {
+            for file in written {
+                eprintln!("bench: {}", dir.join(file).display());
             }
-            Err(e) => fail(e),
         }
+        Some(Err(e)) => fail(e),
+        None => {}
     }
 }
 
 /// results/<timestamp>/: every figure, the machine, the versions and the command lines.
-fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell]) -> PathBuf {
-    let dir = args.out.join(timestamp());
+fn write_results(dir: &Path, args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell]) {
     let meta = serde_json::json!({
         "slo": args.slo.map(|t| serde_json::json!({
             "percentile": t.percentile,
@@ -545,7 +549,7 @@ fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell
         "started_by": std::env::args().collect::<Vec<_>>().join(" "),
         "argv": std::env::args().collect::<Vec<_>>(),
         "started_at": chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
-        "commit": version_line(&["git", "describe", "--always", "--dirty"]),
+        "commit": commit(),
         "fidelity": args.fidelity,
         "concurrency": args.concurrency,
         "server_cpus": plan.server_cpus,
@@ -563,11 +567,14 @@ fn write_results(args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell
                 .collect::<serde_json::Map<_, _>>(),
         },
     });
-    match report::write_files(&dir, cells, meta) {
-        Ok(()) => eprintln!("bench: results in {}", dir.display()),
+    match report::write_files(dir, cells, meta) {
+        Ok(()) => eprintln!(
+            "bench: results in {} (open {})",
+            dir.display(),
+            dir.join("report.html").display()
+        ),
         Err(e) => fail(e),
     }
-    dir
 }
 
 /// A peer's version line: `peers/run --version NAME` for a built-in one; the command
@@ -579,6 +586,20 @@ fn peer_version(peer: &Peer) -> serde_json::Value {
     } else {
         peer.command.clone().into()
     }
+}
+
+/// The archzoo commit this run was built from (`git describe`, `-dirty` with local
+/// changes), when it runs in its checkout; empty otherwise.
+fn commit() -> String {
+    Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
 }
 
 fn which(tool: &str) -> Option<PathBuf> {

@@ -118,6 +118,8 @@ pub struct CommandView {
 pub struct Page {
     pub title: String,
     pub summary: String,
+    /// The set-up in one line, above the results; all of it is at the end.
+    pub headline: String,
     pub setup: Vec<(String, String)>,
     pub versions: Vec<(String, String)>,
     pub reproduce: String,
@@ -333,6 +335,12 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
     let page = Page {
         title: format!("archzoo — {}", started(dir, meta)),
         summary: summary(cells),
+        headline: setup(meta, cells)
+            .iter()
+            .take(3)
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect::<Vec<_>>()
+            .join(" · "),
         setup: setup(meta, cells),
         versions: versions(meta),
         reproduce: reproduce(meta),

@@ -50,6 +50,8 @@ fn quick_run_on_one_variant_writes_figures() {
     );
     assert!(column("server_cpu_us_per_req").parse::<f64>().unwrap() > 0.0);
     assert!(dir.join("req_per_sec.svg").exists() && dir.join("cpu_us_per_req.svg").exists());
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("id=\"chart-req_per_sec\""), "{page}");
 }
 
 /// The pg workloads: `bench` starts the cluster of `scripts/pg` (or finds it running),
