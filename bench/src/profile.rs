@@ -542,8 +542,9 @@ pub fn table(rows: &[(String, &Profile)]) -> String {
             p.flamegraph
         );
     }
+    // After a blank line: a markdown table would take the line for one of its rows.
     out.push_str(
-        "codec & handler: archzoo's shared codec and handler (or hyper); runtime & loop: tokio, may, glommio, mio and each server's own loop; an inlined frame counts as the function it was inlined into. kernel by system call: the four largest, µs per request. speed while sampled: the profiled repetition's req/s ÷ the measured median — what DWARF unwinding cost.\n",
+        "\ncodec & handler: archzoo's shared codec and handler (or hyper); runtime & loop: tokio, may, glommio, mio and each server's own loop; an inlined frame counts as the function it was inlined into. kernel by system call: the four largest, µs per request. speed while sampled: the profiled repetition's req/s ÷ the measured median — what DWARF unwinding cost.\n",
     );
     out
 }

@@ -197,6 +197,16 @@ fn fidelity_prints_a_row_per_model_and_peer() {
         cols[8].starts_with("n/a (needs ≥ 2 server CPUs") || cols[8].split(" · ").count() == 3,
         "{row}"
     );
+    // report.html computes the same table again from results.json.
+    let page = std::fs::read_to_string(out.run_dir().join("report.html")).unwrap();
+    let section = page
+        .split("<h2 id=\"fidelity\">")
+        .nth(1)
+        .expect("a fidelity section");
+    assert!(
+        section.contains("<td>prefork-eventloop</td><td>node-cluster</td>"),
+        "{section}"
+    );
 }
 
 /// With two server CPUs the scaling signature is measured: /sum at one worker and at one
@@ -305,6 +315,14 @@ fn slo_finds_a_capacity_within_its_probe_bound() {
     let row = row(&stdout, "prefork-blocking");
     let cols: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
     assert!(cols[8].contains("1000 ✗"), "{row}");
+    // report.html's capacity table, computed again from the probes in results.json, says
+    // the same.
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let section = page
+        .split("<h2 id=\"capacity\">")
+        .nth(1)
+        .expect("a capacity section");
+    assert!(section.contains(cols[8]), "{row} / {section}");
     let capacity: f64 = cols[5].parse().unwrap_or_else(|_| panic!("{row}"));
     assert!(capacity > 0.0 && capacity <= 50.0, "{row}");
     assert!(
