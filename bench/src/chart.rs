@@ -662,6 +662,15 @@ pub fn latency_charts(
             .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
                 (lo.min(y), hi.max(y))
             });
+        // Room above the highest point for the legend in the upper left (a row per line and
+        // one for the target): on a log axis the top is where the legend's share of the
+        // plot's height, in decades, ends above the data.
+        let bottom = ymin * 0.8;
+        let rows = lines.len() + usize::from(slo_ms.is_some());
+        let share = ((24.0 + 17.0 * rows as f64) / 440.0).min(0.6);
+        let top = 10f64
+            .powf((ymax.log10() - share * bottom.log10()) / (1.0 - share))
+            .max(ymax * 1.25);
         {
             let root = SVGBackend::new(&path, (980, 560)).into_drawing_area();
             root.fill(&WHITE).map_err(|e| err(&e))?;
@@ -670,13 +679,13 @@ pub fn latency_charts(
                 .margin(14)
                 .x_label_area_size(44)
                 .y_label_area_size(70)
-                .build_cartesian_2d(0f64..xmax, ((ymin * 0.8)..(ymax * 1.25)).log_scale())
+                .build_cartesian_2d(0f64..xmax, (bottom..top).log_scale())
                 .map_err(|e| err(&e))?;
             chart
                 .configure_mesh()
                 .x_desc("offered requests per second")
                 .y_desc("p99 ms (log scale)")
-                .x_label_formatter(&|x| thousands(x.round()))
+                .x_label_formatter(&|x| tick_label(*x, 1.0))
                 .y_label_formatter(&|y| format!("{y}"))
                 .light_line_style(RGBColor(235, 235, 235))
                 .draw()

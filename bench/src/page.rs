@@ -56,19 +56,6 @@ fn slug(name: &str) -> String {
     out.trim_end_matches('-').to_string()
 }
 
-/// `arg` as a shell would need it typed.
-fn quoted(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
-    if plain {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
-}
-
 pub struct ColumnView {
     pub name: &'static str,
     pub key: String,
@@ -494,7 +481,7 @@ fn reproduce(meta: &serde_json::Value) -> String {
             .iter()
             .skip(1)
             .filter_map(|a| a.as_str())
-            .map(quoted)
+            .map(variants::launch::shell_word)
             .collect(),
         // Runs recorded before the arguments were kept one by one.
         None => meta["started_by"]

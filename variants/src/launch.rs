@@ -396,18 +396,23 @@ fn command_line(cmd: &Command) -> String {
     }
     std::iter::once(cmd.get_program().to_string_lossy().into_owned())
         .chain(args)
-        .map(|a| {
-            let plain = !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
-            if plain {
-                a
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
+        .map(|a| shell_word(&a))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// `arg` as a person types it into a shell: as is where the shell would neither split nor
+/// expand it, else in single quotes.
+pub fn shell_word(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
 }
 
 /// The address in a start-up line (`… listening on http://127.0.0.1:8080/ — …`).
