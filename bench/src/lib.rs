@@ -17,7 +17,11 @@
 //! - [`fidelity`] — `--fidelity`: each model beside its real systems, signatures and cost.
 //! - [`idle`] — `--idle-conns N`: N idle keep-alive connections per server, memory per
 //!   connection, and whether every one is still answered.
-//! - [`report`] — the verdict rule, the markdown table, results.json/csv and SVG charts.
+//! - [`report`] — the verdict rule, the matrix table, results.json/csv.
+//! - [`chart`] — the SVG charts: grouped bars (an askama template) and latency curves
+//!   (plotters), a colour per server.
+//! - [`page`] — report.html: the set-up, the sortable table, the charts and every other
+//!   table a run produced, written after each run and by `bench --report DIR`.
 //! - [`matrix`] — one cell of the matrix: start, validate, warm up, measure, stop.
 //! - [`perf`] — `perf stat` around a run: system calls and io_uring submissions.
 //! - [`profile`] — `--profile`: `perf record` samples of an extra repetition, folded and

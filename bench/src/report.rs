@@ -1,4 +1,5 @@
-//! Turning runs into verdicts, a table, files and charts.
+//! Turning runs into verdicts, the matrix table (markdown for stdout; `page` renders the
+//! same table as HTML) and the results files.
 
 use std::fmt::Write as _;
 use std::path::Path;
