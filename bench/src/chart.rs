@@ -11,11 +11,9 @@
 //! every name it prints. The latency curves, a log-scale line chart, stay with plotters,
 //! which does that well, in the same colours.
 
-use std::path::Path;
-
 use askama::Template;
 
-use crate::report::{Cell, Verdict};
+use crate::report::{self, Cell, Verdict};
 
 /// Colours, one per server: the variant table's rows first, in its order (an
 /// architecture's modes in a lighter shade of its hue), then the built-in peers in theirs,
@@ -47,22 +45,18 @@ impl Colours {
                         .map(|i| variants::VARIANTS.len() + i)
                 })
         };
-        let mut taken: Vec<usize> = Vec::new();
-        let mut named: Vec<(String, Option<usize>)> = Vec::new();
-        for cell in cells {
-            if !named.iter().any(|(n, _)| *n == cell.variant) {
-                let at = fixed(&cell.variant).map(|i| i % PALETTE.len());
-                taken.extend(at);
-                named.push((cell.variant.clone(), at));
-            }
-        }
+        let named: Vec<(&str, Option<usize>)> = report::first_seen(cells, |c| &c.variant)
+            .into_iter()
+            .map(|name| (name, fixed(name).map(|i| i % PALETTE.len())))
+            .collect();
+        let taken: Vec<usize> = named.iter().filter_map(|(_, at)| *at).collect();
         let mut free = (0..PALETTE.len()).filter(|i| !taken.contains(i)).cycle();
         Colours(
             named
                 .into_iter()
                 .map(|(name, at)| {
                     let i = at.or_else(|| free.next()).unwrap_or(0);
-                    (name, PALETTE[i])
+                    (name.to_string(), PALETTE[i])
                 })
                 .collect(),
         )
@@ -107,13 +101,8 @@ pub struct Metric {
 /// The median run's figure, with its range over the repetitions.
 fn over_runs(cell: &Cell, get: fn(&crate::report::Run) -> Option<f64>) -> Option<Figure> {
     let value = get(cell.median()?)?;
-    let all: Vec<f64> = cell.runs.iter().filter_map(get).collect();
-    let range = (all.len() > 1).then(|| {
-        (
-            all.iter().copied().fold(f64::INFINITY, f64::min),
-            all.iter().copied().fold(0.0, f64::max),
-        )
-    });
+    let measured = cell.runs.iter().filter_map(get);
+    let range = report::min_max(measured.clone()).filter(|_| measured.count() > 1);
     Some(Figure { value, range })
 }
 
@@ -160,32 +149,6 @@ pub const METRICS: [Metric; 4] = [
 
 /// How to read a latency-vs-load chart: the README's paragraph, word for word.
 pub const LATENCY_READING: &str = "p99 latency against the offered rate (open loop: oha at a fixed rate, latency from when each request was due), one line per server on a log scale; a hollow point did not reach its rate. Where a line turns upward is where that server stops keeping up; the dashed line is the `--slo` target, and a server's capacity is the highest rate its line stays under it.";
-
-/// Cells drawn together: the same workload, keep-alive, concurrency, client, pipelining,
-/// offered rate, workers and stack.
-type GroupKey = (
-    String,
-    bool,
-    u32,
-    crate::client::Client,
-    Option<u32>,
-    Option<u32>,
-    usize,
-    String,
-);
-
-fn group_key(c: &Cell) -> GroupKey {
-    (
-        c.workload.clone(),
-        c.keep_alive,
-        c.connections,
-        c.client,
-        c.pipeline,
-        c.rate,
-        c.workers,
-        c.stack.clone(),
-    )
-}
 
 /// A group's heading: what its cells share, naming workers, stack and client only when
 /// the run has more than one of them.
@@ -383,7 +346,6 @@ impl BarChart {
         let (mut lx, mut ly) = (12.0, 46.0);
         let mut items: Vec<(&'static str, String, bool)> = colours
             .servers()
-            .filter(|(n, _)| cells.iter().any(|c| c.variant == *n))
             .map(|(n, c)| (c, n.to_string(), false))
             .collect();
         if any_bounded {
@@ -410,21 +372,17 @@ impl BarChart {
             lx += w;
         }
 
-        // Workloads and groups in the order their first cell ran; within a group, the
-        // cells in run order.
-        let mut workloads: Vec<&str> = Vec::new();
-        let mut keys: Vec<GroupKey> = Vec::new();
+        // Workloads and groups in the order their first cell ran (a group named by its
+        // first cell); within a group, the cells in run order.
+        let mut firsts: Vec<&Cell> = Vec::new();
         for c in cells {
-            if !workloads.contains(&c.workload.as_str()) {
-                workloads.push(&c.workload);
-            }
-            if !keys.contains(&group_key(c)) {
-                keys.push(group_key(c));
+            if !firsts.iter().any(|f| f.beside(c)) {
+                firsts.push(c);
             }
         }
         let mut y = ly + 12.0;
         let (mut panels, mut groups, mut bars) = (Vec::new(), Vec::new(), Vec::new());
-        for workload in workloads {
+        for workload in report::first_seen(cells, |c| &c.workload) {
             let max = cells
                 .iter()
                 .zip(&figures)
@@ -436,13 +394,13 @@ impl BarChart {
             let x = |v: f64| px(x0 + (x1 - x0) * v / end);
             let top = y + 6.0;
             y = top;
-            for key in keys.iter().filter(|k| k.0 == workload) {
+            for first in firsts.iter().filter(|f| f.workload == workload) {
                 let members: Vec<(&Cell, &Option<Figure>)> = cells
                     .iter()
                     .zip(&figures)
-                    .filter(|(c, _)| group_key(c) == *key)
+                    .filter(|(c, _)| first.beside(c))
                     .collect();
-                let label = group_label(members[0].0, cells);
+                let label = group_label(first, cells);
                 y += 18.0;
                 groups.push(GroupView {
                     label: label.clone(),
@@ -605,13 +563,12 @@ fn rgb(hex: &str) -> plotters::style::RGBColor {
 /// (`latency_<workload>_ka-<on|off>.svg`): x the offered rate, y the corrected p99 on a log
 /// scale, a line per server in its colour; a shortfall point is drawn hollow (the rate was
 /// not reached); an `--slo` p99 target is a dashed horizontal line. Returns each chart's
-/// title and file name, in `dir`.
+/// title, file name and SVG.
 pub fn latency_charts(
-    dir: &Path,
     cells: &[Cell],
     colours: &Colours,
     slo_ms: Option<f64>,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String, String)>, String> {
     use plotters::prelude::*;
     let mut groups: Vec<(String, bool)> = Vec::new();
     for c in cells
@@ -626,11 +583,10 @@ pub fn latency_charts(
     for (workload, ka) in groups {
         let ka_name = if ka { "on" } else { "off" };
         let file = format!("latency_{workload}_ka-{ka_name}.svg");
-        let path = dir.join(&file);
         let title = format!(
             "{workload}, keep-alive {ka_name}: p99 latency against offered load (open loop, corrected)"
         );
-        let err = |e: &dyn std::fmt::Display| format!("chart {}: {e}", path.display());
+        let err = |e: &dyn std::fmt::Display| format!("chart {file}: {e}");
         // Per server, its points sorted by rate.
         let mut lines: Vec<(String, Vec<LoadPoint>)> = Vec::new();
         for c in cells
@@ -671,8 +627,9 @@ pub fn latency_charts(
         let top = 10f64
             .powf((ymax.log10() - share * bottom.log10()) / (1.0 - share))
             .max(ymax * 1.25);
+        let mut svg = String::new();
         {
-            let root = SVGBackend::new(&path, (980, 560)).into_drawing_area();
+            let root = SVGBackend::with_string(&mut svg, (980, 560)).into_drawing_area();
             root.fill(&WHITE).map_err(|e| err(&e))?;
             let mut chart = ChartBuilder::on(&root)
                 .caption(&title, ("sans-serif", 17))
@@ -734,7 +691,7 @@ pub fn latency_charts(
                 .map_err(|e| err(&e))?;
             root.present().map_err(|e| err(&e))?;
         }
-        written.push((title, file));
+        written.push((title, file, svg));
     }
     Ok(written)
 }

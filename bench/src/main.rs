@@ -546,7 +546,6 @@ fn write_results(dir: &Path, args: &Args, plan: &Plan, peers: &[Peer], cells: &[
             "limit_ms": t.limit_ms,
         })),
         "machine": procfs::machine(),
-        "started_by": std::env::args().collect::<Vec<_>>().join(" "),
         "argv": std::env::args().collect::<Vec<_>>(),
         "started_at": chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
         "commit": commit(),

@@ -120,26 +120,21 @@ pub struct Page {
     pub sections: Vec<Section>,
 }
 
-/// The CSS class of a verdict.
-fn verdict_class(v: Verdict) -> &'static str {
-    match v {
-        Verdict::ServerBound => "server-bound",
-        Verdict::ClientBound => "client-bound",
-        Verdict::Neither => "neither",
-    }
-}
-
 /// Writes the SVG charts and report.html of `results` into `dir` (which holds its
 /// results.json, and the flame graphs of a `--profile` run). Returns the page's path.
 pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String> {
     let cells = &results.cells;
     let meta = &results.meta;
     let colours = Colours::of(cells);
+    // Each chart is written beside the page and drawn in it.
+    let write_svg = |file: &str, svg: &str| {
+        std::fs::write(dir.join(file), svg)
+            .map_err(|e| format!("cannot write {}: {e}", dir.join(file).display()))
+    };
     let mut charts = Vec::new();
     for (metric, svg) in chart::bar_charts(cells, &colours)? {
         let file = format!("{}.svg", metric.id);
-        std::fs::write(dir.join(&file), &svg)
-            .map_err(|e| format!("cannot write {}: {e}", dir.join(&file).display()))?;
+        write_svg(&file, &svg)?;
         charts.push(ChartView {
             id: metric.id.to_string(),
             title: metric.title.to_string(),
@@ -158,8 +153,8 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         });
     let slo_ms = slo.filter(|t| t.percentile == 99.0).map(|t| t.limit_ms);
     let mut latency = Vec::new();
-    for (title, file) in chart::latency_charts(dir, cells, &colours, slo_ms)? {
-        let svg = std::fs::read_to_string(dir.join(&file)).map_err(|e| e.to_string())?;
+    for (title, file, svg) in chart::latency_charts(cells, &colours, slo_ms)? {
+        write_svg(&file, &svg)?;
         latency.push(ChartView {
             id: file.trim_end_matches(".svg").to_string(),
             title,
@@ -204,15 +199,16 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
                         .zip(&table.columns[report::HEAD_COLUMNS..])
                         .enumerate()
                     {
-                        let class = match (row.verdict, Some(i + report::HEAD_COLUMNS)) {
-                            (Some(v), at) if at == verdict_at => {
-                                format!("verdict {}", verdict_class(v))
+                        // The verdict's entry carries its class: the colour of the word.
+                        let class = match row.verdict {
+                            Some(v) if Some(i + report::HEAD_COLUMNS) == verdict_at => {
+                                format!("verdict {}", v.label())
                             }
                             _ => String::new(),
                         };
                         entries.push(entry(e, c.numeric, &class));
                     }
-                    let class = row.verdict.map_or("", verdict_class).to_string();
+                    let class = row.verdict.map_or("", Verdict::label).to_string();
                     let class = if row.cell.shortfall().is_some() {
                         format!("{class} shortfall")
                     } else {
@@ -319,16 +315,17 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         });
     }
 
+    let setup = setup(meta, cells);
     let page = Page {
         title: format!("archzoo — {}", started(dir, meta)),
         summary: summary(cells),
-        headline: setup(meta, cells)
+        headline: setup
             .iter()
             .take(3)
             .map(|(k, v)| format!("{k}: {v}"))
             .collect::<Vec<_>>()
             .join(" · "),
-        setup: setup(meta, cells),
+        setup,
         versions: versions(meta),
         reproduce: reproduce(meta),
         commands: cells
@@ -376,16 +373,8 @@ fn started(dir: &Path, meta: &serde_json::Value) -> String {
 
 /// One line: how many cells, servers and workloads.
 fn summary(cells: &[Cell]) -> String {
-    let mut servers: Vec<&str> = Vec::new();
-    let mut workloads: Vec<&str> = Vec::new();
-    for c in cells {
-        if !servers.contains(&c.variant.as_str()) {
-            servers.push(&c.variant);
-        }
-        if !workloads.contains(&c.workload.as_str()) {
-            workloads.push(&c.workload);
-        }
-    }
+    let servers = report::first_seen(cells, |c| &c.variant);
+    let workloads = report::first_seen(cells, |c| &c.workload);
     let measured = cells.iter().filter(|c| c.median().is_some()).count();
     let client_bound = cells
         .iter()

@@ -127,11 +127,15 @@ impl Cell {
     }
 
     pub fn rps_range(&self) -> (f64, f64) {
-        let rps = self.runs.iter().map(|r| r.outcome.rps);
-        (
-            rps.clone().fold(f64::INFINITY, f64::min),
-            rps.fold(0.0, f64::max),
-        )
+        min_max(self.runs.iter().map(|r| r.outcome.rps)).unwrap_or((f64::INFINITY, 0.0))
+    }
+
+    /// True when `other` ran the same cell of the matrix for another server: the same
+    /// workload, keep-alive, concurrency, client, pipelining, rate, workers and stack —
+    /// the cells a chart draws side by side and a differential flame graph compares.
+    pub fn beside(&self, other: &Cell) -> bool {
+        (self.stack.as_str(), self.workers, self.group())
+            == (other.stack.as_str(), other.workers, other.group())
     }
 
     /// Busiest worker's requests ÷ the mean: 1.0 is a perfect spread.
@@ -212,6 +216,27 @@ impl Cell {
             self.rate,
         )
     }
+}
+
+/// The smallest and the largest of `values` (none for no values).
+pub fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    values.fold(None, |range, v| match range {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((f64::min(lo, v), f64::max(hi, v))),
+    })
+}
+
+/// The distinct values of `key` over `cells`, in the order they first appear: the
+/// servers or workloads of a run as it ran them.
+pub fn first_seen(cells: &[Cell], key: fn(&Cell) -> &str) -> Vec<&str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for cell in cells {
+        let k = key(cell);
+        if !seen.contains(&k) {
+            seen.push(k);
+        }
+    }
+    seen
 }
 
 /// The largest of `values` ÷ their mean, for two values or more (one is always even).
@@ -719,11 +744,8 @@ pub fn write_profiles(
         return Ok(written);
     };
     let graphs = written.len();
-    let same = |x: &Cell, y: &Cell| {
-        (x.stack.as_str(), x.workers, x.group()) == (y.stack.as_str(), y.workers, y.group())
-    };
     for before in cells.iter().filter(|c| &c.variant == a) {
-        let Some(after) = cells.iter().find(|c| &c.variant == b && same(before, c)) else {
+        let Some(after) = cells.iter().find(|c| &c.variant == b && before.beside(c)) else {
             continue;
         };
         let (Some(pa), Some(pb)) = (&before.profile, &after.profile) else {

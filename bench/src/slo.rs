@@ -171,13 +171,7 @@ pub fn table(cells: &[Cell], slo: &Target) -> String {
         "| variant | model | workload | keep-alive | c | capacity at {slo} (req/s) | p{} there (ms) | CPU µs/req there | probes |\n|---|---|---|---|---:|---:|---:|---:|---|",
         slo.percentile
     );
-    let mut servers: Vec<&str> = Vec::new();
-    for c in cells {
-        if !servers.contains(&c.variant.as_str()) {
-            servers.push(&c.variant);
-        }
-    }
-    for server in servers {
+    for server in crate::report::first_seen(cells, |c| &c.variant) {
         let probes: Vec<&Cell> = cells.iter().filter(|c| c.variant == server).collect();
         let first = probes[0];
         let head = format!(
