@@ -122,9 +122,13 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     };
     if let Some(v) = variant {
         if v.one_conn_per_worker && keep_alive && (workers as u32) < connections {
+            let turns = if v.holds_keep_alive {
+                "each behind the one a worker holds, for up to 100 requests or 5 idle seconds (as Apache prefork)"
+            } else {
+                "and while they do every response says `Connection: close` (keep-alive only while nobody waits)"
+            };
             cell.notes.push(format!(
-                "one connection per worker: only {} of {connections} keep-alive connections are served at a time, the rest wait in the accept queue",
-                workers
+                "one connection per worker: only {workers} of {connections} keep-alive connections are served at a time, the rest wait in the accept queue, {turns}"
             ));
         }
     }

@@ -221,6 +221,7 @@ impl ServerArgs {
                 },
                 max_conns: self.max_conns as usize,
                 keepalive_requests: self.keepalive_requests.unwrap_or(keepalive.requests),
+                yield_keep_alive: None,
             },
         })
     }

@@ -21,6 +21,11 @@ pub struct Variant {
     /// connections beyond `--workers` wait in the accept queue. Load tests then size one
     /// worker per client connection, as PHP-FPM is sized in practice.
     pub one_conn_per_worker: bool,
+    /// A one-connection-per-worker row that keeps a keep-alive connection while clients
+    /// wait in the accept queue, as Apache prefork does, until `--keepalive-requests` or
+    /// `--keepalive-timeout` frees the worker. The other such rows answer `Connection:
+    /// close` whenever a client waits (`prefork-blocking --keepalive-queued`).
+    pub holds_keep_alive: bool,
     /// Runs hyper's own HTTP/1 parser. Where RFC 9112 lets a server choose and hyper chose
     /// differently from the shared codec, the rules check hyper's choice: Content-Length
     /// with Transfer-Encoding is read by its chunked framing and the connection then
@@ -64,6 +69,7 @@ impl Variant {
             model,
             bench_default: true,
             one_conn_per_worker: false,
+            holds_keep_alive: false,
             hyper: false,
             processes: false,
             reuseport: false,
@@ -216,6 +222,21 @@ pub const VARIANTS: &[Variant] = &[
             "work-stealing",
             &["--codec", "hyper"],
             "Go net/http (full stack)",
+        )
+    },
+    Variant {
+        // Last in the table so that the colours of the rows above stay as they were.
+        one_conn_per_worker: true,
+        holds_keep_alive: true,
+        processes: true,
+        blocking_workers: true,
+        blocks_on_database: true,
+        bench_default: false,
+        ..Variant::new(
+            "prefork-blocking/apache",
+            "prefork-blocking",
+            &["--keepalive-queued", "hold"],
+            "Apache prefork (keep-alive held)",
         )
     },
 ];

@@ -123,6 +123,13 @@ pub struct ConnConfig {
     /// `--keepalive-requests`: the response to this many-th request on a connection says
     /// `Connection: close`, and the connection closes cleanly after it; 0: no limit.
     pub keepalive_requests: u32,
+    /// Asked as each response that would keep its connection open is framed; `true` makes
+    /// it the last one (`Connection: close`). A server whose worker serves one connection
+    /// at a time sets it to "is a client waiting in the accept queue?", so that the worker
+    /// hands itself on instead of waiting for this client's next request
+    /// (`prefork-blocking --keepalive-queued close`). A plain `fn`, not a closure: the
+    /// config is `Copy` and shared by every connection, and the answer is the process's.
+    pub yield_keep_alive: Option<fn() -> bool>,
 }
 
 impl ConnConfig {
@@ -143,6 +150,7 @@ impl ConnConfig {
             timeouts: Timeouts::default(),
             max_conns: 10_000,
             keepalive_requests: 0,
+            yield_keep_alive: None,
         }
     }
 }
@@ -354,6 +362,7 @@ pub struct Conn<M: Mode = Answer> {
     /// Requests answered on this connection, and how many it may answer (0: no limit).
     served: u32,
     keepalive_requests: u32,
+    yield_keep_alive: Option<fn() -> bool>,
 }
 
 impl Conn<Answer> {
@@ -423,6 +432,7 @@ impl<M: Mode> Conn<M> {
             timeouts: config.timeouts,
             served: 0,
             keepalive_requests: config.keepalive_requests,
+            yield_keep_alive: config.yield_keep_alive,
         }
     }
 
@@ -726,11 +736,14 @@ impl<M: Mode> Conn<M> {
     }
 
     /// Counts the current request as served and decides how its response is framed: the
-    /// request-count limit makes it the last one.
+    /// request-count limit, or a server that yields to a waiting client, makes it the last.
     fn framing(&mut self) -> Framing {
         self.served = self.served.saturating_add(1);
         if self.keepalive_requests != 0 && self.served >= self.keepalive_requests {
             // The last request this connection may carry: say so, then close.
+            self.keep_alive = false;
+        }
+        if self.keep_alive && self.yield_keep_alive.is_some_and(|waiting| waiting()) {
             self.keep_alive = false;
         }
         match (self.keep_alive, self.req.version) {
@@ -1330,5 +1343,31 @@ mod tests {
             c.process();
         }
         assert!(!c.should_linger());
+    }
+
+    #[test]
+    fn a_server_that_yields_makes_the_next_response_the_last() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static WAITING: AtomicBool = AtomicBool::new(false);
+        fn waiting() -> bool {
+            WAITING.load(Ordering::Relaxed)
+        }
+        let yielding = ConnConfig {
+            yield_keep_alive: Some(waiting),
+            ..config()
+        };
+        let mut c = Conn::new(&yielding);
+        c.feed(GET);
+        assert_eq!(c.process(), Progress::Read);
+        let first = String::from_utf8_lossy(c.output()).into_owned();
+        assert!(!first.contains("Connection: close"), "{first}");
+        c.written(first.len());
+        // Someone queued: the next response says so and the connection ends cleanly.
+        WAITING.store(true, Ordering::Relaxed);
+        c.feed(GET);
+        assert_eq!(c.process(), Progress::Close);
+        let second = String::from_utf8_lossy(c.output()).into_owned();
+        assert_eq!(statuses(&second), vec![200]);
+        assert!(second.contains("Connection: close"), "{second}");
     }
 }

@@ -17,7 +17,7 @@ pub use self::{
 };
 
 use std::collections::BTreeSet;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::{ab_fails_only_on_idle_closes, field, run_client, Client, Response, Server, Spec};
 
@@ -46,6 +46,14 @@ fn many_conns(s: &Spec) -> bool {
 
 fn one_conn_per_worker(s: &Spec) -> bool {
     s.one_conn_per_worker
+}
+
+fn holds_keep_alive(s: &Spec) -> bool {
+    s.holds_keep_alive
+}
+
+fn yields_to_the_queue(s: &Spec) -> bool {
+    s.one_conn_per_worker && !s.holds_keep_alive
 }
 
 fn coroutine_ipc(s: &Spec) -> bool {
@@ -121,6 +129,8 @@ rules! {
     stalled_readers_do_not_starve_others if many_conns => "one connection per worker: a newcomer waits by design (the slowloris rule covers it)",
     keepalive_timeout_closes_an_idle_connection,
     keepalive_requests_limit_closes_cleanly,
+    keepalive_yields_to_a_queued_client if yields_to_the_queue => "only a worker that serves one connection at a time makes a client queue behind a keep-alive connection",
+    keepalive_is_held_while_clients_queue if holds_keep_alive => "the row answers `Connection: close` when a client queues, or never makes one queue",
     two_workers_both_serve,
     sigterm_exits_zero_leaving_no_process,
     sigterm_finishes_requests_in_flight,
@@ -152,6 +162,7 @@ rules! {
     ab_without_keep_alive,
     ab_with_keep_alive,
     readme_ab_keep_alive_example_completes if one_conn_per_worker => "a server that holds many connections per worker serves the README example at once (ab_with_keep_alive covers it)",
+    ab_keep_alive_at_the_posts_concurrency_completes if yields_to_the_queue => "a server that holds many connections per worker holds them all (ab_with_keep_alive covers it); one that holds keep-alive while clients queue, as Apache prefork, gets through 1,000 connections only after most of an hour of idle timeouts",
     wrk_keep_alive,
 }
 
@@ -187,6 +198,12 @@ fn assert_hello(r: &Response) {
     assert_eq!(r.header("Content-Type"), Some("text/plain"));
     assert_eq!(r.header("Content-Length"), Some("13"));
     assert_eq!(r.body_str(), HELLO);
+}
+
+/// The response says `Connection: close`.
+fn says_close(r: &Response) -> bool {
+    r.header("Connection")
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"))
 }
 
 /// A fresh connection still gets hello world: the server survived whatever came before.

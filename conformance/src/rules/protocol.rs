@@ -207,16 +207,12 @@ pub fn expect_continue_gets_100(s: &Spec) {
 /// and the connection then closes cleanly (Apache's MaxKeepAliveRequests); 0 is no limit;
 /// the start-up line names the limits in force, which default to the modelled system's.
 pub fn keepalive_requests_limit_closes_cleanly(s: &Spec) {
-    let closes = |r: &Response| {
-        r.header("Connection")
-            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
-    };
     let server = Server::start(s, &["--keepalive-requests", "3"]);
     let mut c = server.connect();
     for i in 1..=3 {
         let r = c.get("/");
         assert_hello(&r);
-        assert_eq!(closes(&r), i == 3, "response {i}: {r:?}");
+        assert_eq!(says_close(&r), i == 3, "response {i}: {r:?}");
     }
     c.expect_closed();
     assert_still_serves(&server);
@@ -224,7 +220,10 @@ pub fn keepalive_requests_limit_closes_cleanly(s: &Spec) {
     let server = Server::start(s, &["--keepalive-requests", "0"]);
     let mut c = server.connect();
     for i in 0..150 {
-        assert!(!closes(&c.get("/")), "response {i} closes with no limit");
+        assert!(
+            !says_close(&c.get("/")),
+            "response {i} closes with no limit"
+        );
     }
     let expected = if s.one_conn_per_worker {
         "keep-alive: 100 requests, 5 s idle"
@@ -236,5 +235,70 @@ pub fn keepalive_requests_limit_closes_cleanly(s: &Spec) {
     assert!(
         lines.iter().any(|l| l.contains(expected)),
         "start-up line lacks {expected:?}: {lines:?}"
+    );
+}
+
+/// `--keepalive-queued close` (`prefork-blocking`'s default): a worker that serves one
+/// connection at a time keeps it open only while nobody waits. With one worker and a
+/// second client queued behind the first, the first's next response says
+/// `Connection: close`, its connection closes, and the waiting client is answered — and
+/// kept alive, since nobody waits behind it. The start-up line names the policy.
+pub fn keepalive_yields_to_a_queued_client(s: &Spec) {
+    let server = Server::start(s, &["--workers", "1"]);
+    let mut first = server.connect();
+    let r = first.get("/");
+    assert_hello(&r);
+    assert!(!says_close(&r), "nobody waits: {r:?}");
+    let mut queued = server.connect();
+    queued.send(GET);
+    // Not answered while the worker holds the first connection; and by now the worker's
+    // last look at an empty queue is stale (it trusts one for a millisecond).
+    queued.expect_open(Duration::from_millis(200));
+    let r = first.get("/");
+    assert_hello(&r);
+    assert!(says_close(&r), "a client waits: {r:?}");
+    first.expect_closed();
+    let r = queued.response();
+    assert_hello(&r);
+    assert!(!says_close(&r), "nobody waits behind it: {r:?}");
+    assert!(!says_close(&queued.get("/")));
+    let lines = server.stderr_lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("keep-alive closed while clients queue")),
+        "start-up line: {lines:?}"
+    );
+}
+
+/// `--keepalive-queued hold` (Apache prefork): the worker keeps its keep-alive connection
+/// while another client waits in the queue, and serves the waiting one only once the first
+/// has been idle for `--keepalive-timeout`.
+pub fn keepalive_is_held_while_clients_queue(s: &Spec) {
+    let server = Server::start(s, &["--workers", "1", "--keepalive-timeout", "1"]);
+    let mut first = server.connect();
+    assert_hello(&first.get("/"));
+    let mut queued = server.connect();
+    queued.send(GET);
+    queued.expect_open(Duration::from_millis(200));
+    let r = first.get("/");
+    assert_hello(&r);
+    assert!(!says_close(&r), "held whoever waits: {r:?}");
+    queued.expect_open(Duration::from_millis(300));
+    // Idle for the timeout: closed, and the worker takes the waiting client.
+    let idle = Instant::now();
+    first.expect_closed();
+    assert!(
+        idle.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        idle.elapsed()
+    );
+    assert_hello(&queued.response());
+    let lines = server.stderr_lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("keep-alive held while clients queue")),
+        "start-up line: {lines:?}"
     );
 }

@@ -24,8 +24,18 @@
 //!   2 workers serve at most ~100 requests/s however many clients wait.
 //! - One slow or idle keep-alive client holds a whole worker. With more keep-alive
 //!   connections than workers, the extra connections sit in the accept queue until a
-//!   worker is free (`ab -k -c 50` against 2 workers completes only because `ab` closes
-//!   its connections as it runs out of requests to send).
+//!   worker is free.
+//!
+//! ## Keep-alive while others wait (`--keepalive-queued`)
+//! A worker that keeps a connection open after a response can do nothing else until that
+//! client speaks again. By default (`close`) the worker looks at the accept queue as it
+//! frames each response: if a client is waiting there, the response says
+//! `Connection: close` and the worker takes the waiting client next — keep-alive as long as
+//! nobody waits, one request per connection when clients queue, which is what a PHP-FPM
+//! worker behind nginx amounts to (it is free again after every request). `hold` keeps the
+//! connection as Apache's prefork MPM does, until `--keepalive-requests` (100) or
+//! `--keepalive-timeout` (5 s) hands the worker on: a client that stops sending holds a
+//! worker for 5 s while others wait (and `ab -k` counts each such close as a failure).
 //! - Crash isolation is perfect and the code is the simplest possible; per-request cost is
 //!   low (one `read`, one `write`), so on hello world with few connections it does well.
 //!
@@ -39,9 +49,11 @@
 //!   CPU that costs nothing (there was nothing else to run); when the database computes
 //!   elsewhere or a query is slow, the worker idles through every wait.
 
+use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -66,6 +78,68 @@ const WAKE_EVERY: Duration = Duration::from_secs(1);
 struct Args {
     #[command(flatten)]
     server: ServerArgs,
+    /// What a worker does with a keep-alive connection while clients wait in the accept
+    /// queue: close it with the response it is sending (`Connection: close`) and take the
+    /// next client, or hold it as Apache prefork does until --keepalive-requests or
+    /// --keepalive-timeout.
+    #[arg(long, value_enum, default_value = "close")]
+    keepalive_queued: Queued,
+}
+
+/// `--keepalive-queued`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Queued {
+    /// The response says `Connection: close` when a client is waiting to be accepted.
+    Close,
+    /// Keep-alive as Apache prefork keeps it, whoever waits.
+    Hold,
+}
+
+/// The listening socket every worker inherits, for [`client_waiting`] (a plain `fn`, as
+/// the codec asks for one).
+static LISTENER: AtomicI32 = AtomicI32::new(-1);
+
+/// How long a look at an empty accept queue is taken to hold. Looking costs a `poll`; at
+/// tens of thousands of keep-alive requests per second a look per response would add a
+/// third system call to the two (`read`, `write`) a request costs, for a queue that stays
+/// empty. A client that queues meanwhile waits at most this long more.
+const QUEUE_LOOK_HOLDS: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// When this worker last found the accept queue empty.
+    static QUEUE_EMPTY_AT: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Is a client waiting in the accept queue? The codec asks as it frames each keep-alive
+/// response (`--keepalive-queued close`). A listening socket polls readable exactly when
+/// a connection is ready to be accepted.
+fn client_waiting() -> bool {
+    QUEUE_EMPTY_AT.with(|empty_at| {
+        let now = Instant::now();
+        if empty_at
+            .get()
+            .is_some_and(|at| now.duration_since(at) < QUEUE_LOOK_HOLDS)
+        {
+            return false;
+        }
+        let waiting = readable(LISTENER.load(Ordering::Relaxed));
+        if !waiting {
+            empty_at.set(Some(now));
+        }
+        waiting
+    })
+}
+
+/// Whether `fd` polls readable now (no wait).
+fn readable(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    n == 1 && pfd.revents & libc::POLLIN != 0
 }
 
 fn main() {
@@ -81,7 +155,15 @@ fn main() {
         .bind()
         .unwrap_or_else(|e| cli::fail(ARCH, format!("cannot listen on {}: {e}", config.addr)));
     let addr = listener.local_addr().unwrap_or(config.addr);
-    let (report, conn_config) = (config.stats, config.conn);
+    let (report, mut conn_config) = (config.stats, config.conn);
+    let keep_alive = match args.keepalive_queued {
+        Queued::Close => {
+            LISTENER.store(listener.as_raw_fd(), Ordering::Relaxed);
+            conn_config.yield_keep_alive = Some(client_waiting);
+            "closed while clients queue"
+        }
+        Queued::Hold => "held while clients queue (Apache prefork)",
+    };
     let supervisor = Supervisor::start(ARCH, config.workers, config.cpus.clone(), |_| {
         worker(&listener, &conn_config, report)
     })
@@ -89,8 +171,11 @@ fn main() {
     cli::announce(
         ARCH,
         addr,
-        &config.conn,
-        format!("{}, one connection each", supervisor.describe()),
+        &conn_config,
+        format!(
+            "{}, one connection each, keep-alive {keep_alive}",
+            supervisor.describe()
+        ),
     );
     std::process::exit(supervisor.run());
 }
