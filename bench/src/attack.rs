@@ -14,6 +14,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use crate::server;
 use variants::launch;
 use variants::Variant;
@@ -56,7 +58,86 @@ fn verdict(output: &str) -> String {
         .map_or_else(|| "?".into(), |v| v.trim().to_string())
 }
 
-/// Runs the attack on every variant; returns the markdown table.
+/// One server under the attack: did normal clients get through?
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub variant: String,
+    pub model: String,
+    pub workers: usize,
+    /// Why there are no figures: the server or slowhttptest did not start.
+    #[serde(default)]
+    pub missing: Option<String>,
+    /// Slow connections slowhttptest held open.
+    #[serde(default)]
+    pub connections: usize,
+    /// Probes answered within 2 s, of those made.
+    #[serde(default)]
+    pub probes_answered: usize,
+    #[serde(default)]
+    pub probes: usize,
+    /// The slowest probe (2,000 for one not answered).
+    #[serde(default)]
+    pub slowest_probe_ms: u64,
+    /// slowhttptest's own last verdict, "YES" or "NO".
+    #[serde(default)]
+    pub service_available: String,
+}
+
+impl Row {
+    fn missing(v: &Variant, workers: usize, why: String) -> Row {
+        Row {
+            variant: v.name.to_string(),
+            model: v.model.to_string(),
+            workers,
+            missing: Some(why),
+            connections: 0,
+            probes_answered: 0,
+            probes: 0,
+            slowest_probe_ms: 0,
+            service_available: String::new(),
+        }
+    }
+}
+
+/// How to read [`table`], for the report page.
+pub const READING: &str = "slowhttptest -H (Slowloris) holds the slow connections open, each \
+sending its request head a few bytes at a time and never finishing it, while a probe makes a \
+fresh request every 250 ms and waits at most 2 s for the answer. A server that gives a worker \
+to each connection serves nobody else until its header timeout frees them; an event-driven \
+one holds the slow connections at little cost and answers every probe.";
+
+/// The markdown table of `rows`.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| variant | model | workers | slow connections | probes answered | slowest probe ms | slowhttptest: service available |\n|---|---|---:|---:|---:|---:|---|"
+    );
+    for r in rows {
+        let _ = match &r.missing {
+            Some(why) => writeln!(
+                out,
+                "| {} | {} | {} | {why} | | | |",
+                r.variant, r.model, r.workers
+            ),
+            None => writeln!(
+                out,
+                "| {} | {} | {} | {} | {} of {} | {} | {} |",
+                r.variant,
+                r.model,
+                r.workers,
+                r.connections,
+                r.probes_answered,
+                r.probes,
+                r.slowest_probe_ms,
+                r.service_available
+            ),
+        };
+    }
+    out
+}
+
+/// Runs the attack on every variant.
 #[allow(clippy::too_many_arguments)]
 pub fn slowloris(
     bin_dir: &Path,
@@ -67,22 +148,14 @@ pub fn slowloris(
     db: &Path,
     connections: usize,
     seconds: u64,
-) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| variant | model | workers | slow connections | probes answered | slowest probe ms | slowhttptest: service available |\n|---|---|---:|---:|---:|---:|---|"
-    );
+) -> Vec<Row> {
+    let mut rows = Vec::new();
     for v in variants {
         let extra = ["--db".to_string(), db.display().to_string()];
         let server = match server::start(bin_dir, v, workers, server_cpus, &extra) {
             Ok(s) => s,
             Err(e) => {
-                let _ = writeln!(
-                    out,
-                    "| {} | {} | {workers} | FAILED: {e} | | | |",
-                    v.name, v.model
-                );
+                rows.push(Row::missing(v, workers, format!("FAILED: {e}")));
                 continue;
             }
         };
@@ -102,11 +175,11 @@ pub fn slowloris(
         let mut attacker = match launch::spawn_pinned(cmd, client_cpus) {
             Ok(c) => c,
             Err(e) => {
-                let _ = writeln!(
-                    out,
-                    "| {} | {} | {workers} | cannot run slowhttptest: {e} | | | |",
-                    v.name, v.model
-                );
+                rows.push(Row::missing(
+                    v,
+                    workers,
+                    format!("cannot run slowhttptest: {e}"),
+                ));
                 continue;
             }
         };
@@ -136,15 +209,19 @@ pub fn slowloris(
         let _ = launch::wait_pinned(&mut attacker, Duration::from_secs(seconds + 15));
         let said = verdict(&reader.join().unwrap_or_default());
         let _ = server.stop(server::STOP_GRACE);
-        let _ = writeln!(
-            out,
-            "| {} | {} | {workers} | {connections} | {ok} of {total} | {} | {said} |",
-            v.name,
-            v.model,
-            slowest.as_millis()
-        );
+        rows.push(Row {
+            variant: v.name.to_string(),
+            model: v.model.to_string(),
+            workers,
+            missing: None,
+            connections,
+            probes_answered: ok,
+            probes: total,
+            slowest_probe_ms: slowest.as_millis() as u64,
+            service_available: said,
+        });
     }
-    out
+    rows
 }
 
 #[cfg(test)]

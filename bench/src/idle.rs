@@ -2,7 +2,7 @@
 //! to 100,000 of them on one machine.
 //!
 //! For each variant, then each peer: start it (1 worker, `--max-conns` above N), open N
-//! connections and make one request on each, in waves of [`WAVE`] (so every connection is
+//! connections and make one request on each, in waves of `WAVE` (256; so every connection is
 //! accepted and has met the codec), measure the server's resident memory (summed over its
 //! processes) against its baseline, then make a second request on every connection — the
 //! timed answer round — to check that each is still answered.
@@ -26,6 +26,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use socket2::{Domain, Socket, Type};
 
 use crate::server;
@@ -101,7 +102,112 @@ fn round(conns: &mut [TcpStream]) -> usize {
     answered
 }
 
-/// The markdown table for every variant, then every peer (each with one worker).
+/// One server's figures: what its idle connections cost and whether they were answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub variant: String,
+    pub model: String,
+    /// Why there are no figures: a model that holds no idle connection, a server that did
+    /// not start, a descriptor limit.
+    #[serde(default)]
+    pub missing: Option<String>,
+    /// Connections opened and answered once, then left idle.
+    #[serde(default)]
+    pub held: usize,
+    #[serde(default)]
+    pub rss_before_kib: u64,
+    #[serde(default)]
+    pub rss_after_kib: u64,
+    /// Resident memory added per idle connection: (after − before) ÷ held.
+    #[serde(default)]
+    pub bytes_per_conn: u64,
+    /// Seconds spent connecting (the first round's answers not included).
+    #[serde(default)]
+    pub open_s: f64,
+    /// Seconds of the second round: one more request on every idle connection.
+    #[serde(default)]
+    pub round_s: f64,
+    /// Connections answered in the second round, and in the first.
+    #[serde(default)]
+    pub answered: usize,
+    #[serde(default)]
+    pub first_round: usize,
+    /// Where opening stopped short of N, and why.
+    #[serde(default)]
+    pub stopped_by: Option<String>,
+}
+
+impl Row {
+    fn missing(name: &str, model: &str, why: String) -> Row {
+        Row {
+            variant: name.to_string(),
+            model: model.to_string(),
+            missing: Some(why),
+            held: 0,
+            rss_before_kib: 0,
+            rss_after_kib: 0,
+            bytes_per_conn: 0,
+            open_s: 0.0,
+            round_s: 0.0,
+            answered: 0,
+            first_round: 0,
+            stopped_by: None,
+        }
+    }
+}
+
+/// How to read [`table`], for the report page.
+pub const READING: &str = "Each server runs one worker. Its resident memory (every process, \
+summed) is measured after a warm-up burst and again once N keep-alive connections have each \
+made a request and gone quiet; the difference over N is what one idle connection costs it. \
+Then every connection makes one more request: the answer round shows they are all still \
+served, and how long one pass over all of them takes. A model with one connection per \
+worker holds no idle connection at all: its workers wait for them.";
+
+/// The markdown table of `rows`.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| variant | model | idle connections | RSS before (MiB) | RSS after (MiB) | bytes per connection | open (s) | answer round (s) | still answered |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in rows {
+        let (name, model) = (&r.variant, &r.model);
+        match &r.missing {
+            Some(why) if why == ONE_CONN => {
+                let _ = writeln!(out, "| {name} | {model} | – | – | – | {why} | – | – | – |");
+            }
+            Some(why) => {
+                let _ = writeln!(out, "| {name} | {model} | FAILED: {why} | | | | | | |");
+            }
+            None => {
+                let note = r
+                    .stopped_by
+                    .as_ref()
+                    .map_or(String::new(), |s| format!("; {s}"));
+                let _ = writeln!(
+                    out,
+                    "| {name} | {model} | {} | {:.1} | {:.1} | {} | {:.2} | {:.2} | {} of {} (first round {}){note} |",
+                    r.held,
+                    r.rss_before_kib as f64 / 1024.0,
+                    r.rss_after_kib as f64 / 1024.0,
+                    r.bytes_per_conn,
+                    r.open_s,
+                    r.round_s,
+                    r.answered,
+                    r.held,
+                    r.first_round,
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Why a one-connection-per-worker model has no row of figures.
+const ONE_CONN: &str = "one connection per worker";
+
+/// Every variant, then every peer, each with one worker.
 pub fn run(
     bin_dir: &Path,
     variants: &[Variant],
@@ -109,17 +215,12 @@ pub fn run(
     n: usize,
     cpus: &[usize],
     db: &Path,
-) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| variant | model | idle connections | RSS before (MiB) | RSS after (MiB) | bytes per connection | open (s) | answer round (s) | still answered |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
-    );
+) -> Vec<Row> {
     // The client's descriptors and the server's, which inherits this limit.
     if let Err(e) = common::cli::raise_fd_limit_to(n as u64 + SPARE_FDS) {
-        let _ = writeln!(out, "| all | | FAILED: {e} | | | | | | |");
-        return out;
+        return vec![Row::missing("all", "", e)];
     }
+    let mut rows = Vec::new();
     // A built-in peer sizes its own connection table from this (nginx's
     // worker_connections), as a model's from --max-conns. nginx closes idle keep-alive
     // connections to make room once fewer than 1/16 of its table is free, so its table
@@ -131,10 +232,7 @@ pub fn run(
         .map(|p| (p.name.as_str(), p.what.as_str(), None));
     for (i, (name, model, variant)) in models.chain(others).enumerate() {
         if variant.is_some_and(|v| v.one_conn_per_worker) {
-            let _ = writeln!(
-                out,
-                "| {name} | {model} | – | – | – | one connection per worker | – | – | – |"
-            );
+            rows.push(Row::missing(name, model, ONE_CONN.into()));
             continue;
         }
         let started = match variant {
@@ -152,7 +250,7 @@ pub fn run(
         let server = match started {
             Ok(s) => s,
             Err(e) => {
-                let _ = writeln!(out, "| {name} | {model} | FAILED: {e} | | | | | | |");
+                rows.push(Row::missing(name, model, e));
                 continue;
             }
         };
@@ -200,16 +298,22 @@ pub fn run(
         // the next variant's client needs.
         let _ = server.stop(server::STOP_GRACE);
         drop(conns);
-        let per_conn = (after.saturating_sub(before) * 1024) / held.max(1) as u64;
-        let note = stopped_by.map_or(String::new(), |s| format!("; {s}"));
-        let _ = writeln!(
-            out,
-            "| {name} | {model} | {held} | {:.1} | {:.1} | {per_conn} | {open_s:.2} | {round_s:.2} | {second} of {held} (first round {first}){note} |",
-            before as f64 / 1024.0,
-            after as f64 / 1024.0,
-        );
+        rows.push(Row {
+            variant: name.to_string(),
+            model: model.to_string(),
+            missing: None,
+            held,
+            rss_before_kib: before,
+            rss_after_kib: after,
+            bytes_per_conn: (after.saturating_sub(before) * 1024) / held.max(1) as u64,
+            open_s,
+            round_s,
+            answered: second,
+            first_round: first,
+            stopped_by,
+        });
     }
-    out
+    rows
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bench::client::{Amount, Client};
 use bench::matrix::{self, CellSpec, Plan, Target};
+use bench::page::Results;
 use bench::report;
 use bench::{fidelity, idle, procfs};
 use clap::Parser;
@@ -369,32 +370,50 @@ fn main() {
             fail("--attack needs slowhttptest (scripts/bench installs it)");
         }
         let seconds = if args.quick { 6 } else { 15 };
-        println!(
-            "{}",
-            bench::attack::slowloris(
-                &plan.bin_dir,
-                &variants,
-                plan.workers,
-                &plan.server_cpus,
-                &plan.client_cpus,
-                &args.db,
-                args.attack_conns,
-                seconds,
-            )
+        let rows = bench::attack::slowloris(
+            &plan.bin_dir,
+            &variants,
+            plan.workers,
+            &plan.server_cpus,
+            &plan.client_cpus,
+            &args.db,
+            args.attack_conns,
+            seconds,
+        );
+        println!("{}", bench::attack::table(&rows));
+        let mut meta = meta(&args, &plan, &peers);
+        meta["client"] = "slowhttptest -H, and a probe every 250 ms".into();
+        write_results(
+            &args.out.join(timestamp()),
+            &Results {
+                meta,
+                attack: rows,
+                ..Results::default()
+            },
         );
         return;
     }
     if let Some(n) = args.idle_conns {
-        println!(
-            "{}",
-            idle::run(
-                &plan.bin_dir,
-                &variants,
-                &peers,
-                n,
-                &plan.server_cpus,
-                &args.db
-            )
+        let rows = idle::run(
+            &plan.bin_dir,
+            &variants,
+            &peers,
+            n,
+            &plan.server_cpus,
+            &args.db,
+        );
+        println!("{}", idle::table(&rows));
+        let mut meta = meta(&args, &plan, &peers);
+        meta["client"] =
+            "bench itself, not pinned (connections from 127.0.0.x, in waves of 256)".into();
+        meta["client_cpus"] = serde_json::Value::Null;
+        write_results(
+            &args.out.join(timestamp()),
+            &Results {
+                meta,
+                idle: rows,
+                ..Results::default()
+            },
         );
         return;
     }
@@ -422,7 +441,14 @@ fn main() {
         };
         let (table, cells) = bench::slo::run(&plan, &targets, &spec, slo);
         println!("{table}");
-        write_results(&args.out.join(timestamp()), &args, &plan, &peers, &cells);
+        write_results(
+            &args.out.join(timestamp()),
+            &Results {
+                meta: meta(&args, &plan, &peers),
+                cells,
+                ..Results::default()
+            },
+        );
         return;
     }
     // --fidelity measures its own cells: the signatures, at the first concurrency given.
@@ -526,7 +552,14 @@ fn main() {
     let profiles = args
         .profile
         .then(|| report::write_profiles(&dir, &cells, diff.as_ref()));
-    write_results(&dir, &args, &plan, &peers, &cells);
+    write_results(
+        &dir,
+        &Results {
+            meta: meta(&args, &plan, &peers),
+            cells,
+            ..Results::default()
+        },
+    );
     match profiles {
         Some(Ok(written)) => {
             for file in written {
@@ -538,9 +571,22 @@ fn main() {
     }
 }
 
-/// results/<timestamp>/: every figure, the machine, the versions and the command lines.
-fn write_results(dir: &Path, args: &Args, plan: &Plan, peers: &[Peer], cells: &[report::Cell]) {
-    let meta = serde_json::json!({
+/// results/<timestamp>/: every figure, the machine, the versions and the command lines,
+/// and report.html.
+fn write_results(dir: &Path, results: &Results) {
+    match report::write_files(dir, results) {
+        Ok(()) => eprintln!(
+            "bench: results in {} (open {})",
+            dir.display(),
+            dir.join("report.html").display()
+        ),
+        Err(e) => fail(e),
+    }
+}
+
+/// The run's set-up, as results.json keeps it: the machine, the versions, the command.
+fn meta(args: &Args, plan: &Plan, peers: &[Peer]) -> serde_json::Value {
+    serde_json::json!({
         "slo": args.slo.map(|t| serde_json::json!({
             "percentile": t.percentile,
             "limit_ms": t.limit_ms,
@@ -565,15 +611,7 @@ fn write_results(dir: &Path, args: &Args, plan: &Plan, peers: &[Peer], cells: &[
                 .map(|p| (p.name.clone(), peer_version(p)))
                 .collect::<serde_json::Map<_, _>>(),
         },
-    });
-    match report::write_files(dir, cells, meta) {
-        Ok(()) => eprintln!(
-            "bench: results in {} (open {})",
-            dir.display(),
-            dir.join("report.html").display()
-        ),
-        Err(e) => fail(e),
-    }
+    })
 }
 
 /// A peer's version line: `peers/run --version NAME` for a built-in one; the command

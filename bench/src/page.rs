@@ -1,6 +1,7 @@
 //! `report.html`: one self-contained page per run — the set-up, the matrix table (sortable,
 //! each verdict in colour and in words), the charts with how to read them, and whatever
-//! else the run produced (latency curves and capacity, flame graphs, the fidelity table).
+//! else the run produced (latency curves and capacity, flame graphs, the fidelity table;
+//! the idle-connection or Slowloris table of a run that measured those instead).
 //!
 //! Written at the end of every run beside results.json, and again from a results.json by
 //! `bench --report DIR`, so that an old run gets the current page. The page is an askama
@@ -17,11 +18,17 @@ use serde::{Deserialize, Serialize};
 use crate::chart::{self, Colours};
 use crate::report::{self, Cell, Figures, Verdict};
 
-/// What results.json holds: the run's set-up and every cell.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// What results.json holds: the run's set-up and every cell — or, for a run that measures
+/// something other than the matrix, its rows (`--idle-conns`, `--attack`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Results {
     pub meta: serde_json::Value,
+    #[serde(default)]
     pub cells: Vec<Cell>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle: Vec<crate::idle::Row>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attack: Vec<crate::attack::Row>,
 }
 
 impl Results {
@@ -118,6 +125,10 @@ pub struct Page {
     pub charts: Vec<ChartView>,
     pub latency: Vec<ChartView>,
     pub sections: Vec<Section>,
+    /// The run measured the matrix (cells): its table and charts are shown.
+    pub matrix: bool,
+    /// The CSV files beside the page.
+    pub csv_files: Vec<&'static str>,
 }
 
 /// Writes the SVG charts and report.html of `results` into `dir` (which holds its
@@ -243,6 +254,28 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         .collect();
 
     let mut sections = Vec::new();
+    if !results.idle.is_empty() {
+        sections.push(Section {
+            id: "idle",
+            title: "Idle keep-alive connections",
+            html: html(&format!(
+                "{}\n{}",
+                crate::idle::READING,
+                crate::idle::table(&results.idle)
+            )),
+        });
+    }
+    if !results.attack.is_empty() {
+        sections.push(Section {
+            id: "attack",
+            title: "Slow clients (Slowloris)",
+            html: html(&format!(
+                "{}\n\n{}",
+                crate::attack::READING,
+                crate::attack::table(&results.attack)
+            )),
+        });
+    }
     if let Some(target) = &slo {
         sections.push(Section {
             id: "capacity",
@@ -316,9 +349,17 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
     }
 
     let setup = setup(meta, cells);
+    let csv_files = [
+        ("results.csv", !cells.is_empty()),
+        ("idle.csv", !results.idle.is_empty()),
+        ("attack.csv", !results.attack.is_empty()),
+    ]
+    .into_iter()
+    .filter_map(|(file, written)| written.then_some(file))
+    .collect();
     let page = Page {
         title: format!("archzoo — {}", started(dir, meta)),
-        summary: summary(cells),
+        summary: summary(results),
         headline: setup
             .iter()
             .take(3)
@@ -353,6 +394,8 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         charts,
         latency,
         sections,
+        matrix: !cells.is_empty(),
+        csv_files,
     };
     let path = dir.join("report.html");
     let text = page.render().map_err(|e| e.to_string())?;
@@ -371,8 +414,27 @@ fn started(dir: &Path, meta: &serde_json::Value) -> String {
     )
 }
 
-/// One line: how many cells, servers and workloads.
-fn summary(cells: &[Cell]) -> String {
+/// One line: how many cells, servers and workloads; or what the run measured instead.
+fn summary(results: &Results) -> String {
+    let names = |rows: Vec<&String>| {
+        let names: Vec<&str> = rows.into_iter().map(String::as_str).collect();
+        format!("{} servers: {}", names.len(), names.join(", "))
+    };
+    if !results.idle.is_empty() {
+        let most = results.idle.iter().map(|r| r.held).max().unwrap_or(0);
+        return format!(
+            "idle keep-alive connections (up to {}) · {}",
+            chart::thousands(most as f64),
+            names(results.idle.iter().map(|r| &r.variant).collect())
+        );
+    }
+    if !results.attack.is_empty() {
+        return format!(
+            "Slowloris (slowhttptest -H) · {}",
+            names(results.attack.iter().map(|r| &r.variant).collect())
+        );
+    }
+    let cells = &results.cells;
     let servers = report::first_seen(cells, |c| &c.variant);
     let workloads = report::first_seen(cells, |c| &c.workload);
     let measured = cells.iter().filter(|c| c.median().is_some()).count();
@@ -424,14 +486,14 @@ fn setup(meta: &serde_json::Value, cells: &[Cell]) -> Vec<(String, String)> {
     ];
     let mut clients: Vec<&str> = cells.iter().map(|c| c.client.command()).collect();
     clients.dedup();
-    rows.push((
-        "client".into(),
-        format!(
-            "{} on CPUs {}",
-            clients.join(", "),
-            cpus(&meta["client_cpus"])
-        ),
-    ));
+    // A run without cells names its client in the meta (bench itself, slowhttptest).
+    if let Some(client) = meta["client"].as_str() {
+        clients.push(client);
+    }
+    let pinned = meta["client_cpus"].as_array().map_or(String::new(), |_| {
+        format!(" on CPUs {}", cpus(&meta["client_cpus"]))
+    });
+    rows.push(("client".into(), format!("{}{pinned}", clients.join(", "))));
     if let Some(reps) = cells.iter().map(|c| c.runs.len()).max() {
         rows.push((
             "repetitions".into(),

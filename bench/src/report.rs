@@ -773,39 +773,48 @@ pub fn write_profiles(
 }
 
 /// Writes results.json, results.csv, the SVG charts and report.html into `dir`.
-pub fn write_files(dir: &Path, cells: &[Cell], meta: serde_json::Value) -> Result<(), String> {
+pub fn write_files(dir: &Path, results: &crate::page::Results) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let json = serde_json::json!({ "meta": meta, "cells": cells });
-    let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("results.json"), text).map_err(|e| e.to_string())?;
 
-    let mut csv = csv::Writer::from_path(dir.join("results.csv")).map_err(|e| e.to_string())?;
-    for cell in cells {
-        let runs: Vec<Option<&Run>> = if cell.runs.is_empty() {
-            vec![None]
-        } else {
-            cell.runs.iter().map(Some).collect()
-        };
-        for (rep, run) in runs.into_iter().enumerate() {
-            csv.serialize(CsvRow::new(cell, rep, run, false))
-                .map_err(|e| e.to_string())?;
+    let cells = &results.cells;
+    if !cells.is_empty() {
+        let mut csv = csv::Writer::from_path(dir.join("results.csv")).map_err(|e| e.to_string())?;
+        for cell in cells {
+            let runs: Vec<Option<&Run>> = if cell.runs.is_empty() {
+                vec![None]
+            } else {
+                cell.runs.iter().map(Some).collect()
+            };
+            for (rep, run) in runs.into_iter().enumerate() {
+                csv.serialize(CsvRow::new(cell, rep, run, false))
+                    .map_err(|e| e.to_string())?;
+            }
+            if let Some(counted) = &cell.counted {
+                // The --syscalls repetition: its own line, marked, after the measured ones.
+                csv.serialize(CsvRow::new(cell, cell.runs.len(), Some(counted), true))
+                    .map_err(|e| e.to_string())?;
+            }
         }
-        if let Some(counted) = &cell.counted {
-            // The --syscalls repetition: its own line, marked, after the measured ones.
-            csv.serialize(CsvRow::new(cell, cell.runs.len(), Some(counted), true))
-                .map_err(|e| e.to_string())?;
-        }
+        csv.flush().map_err(|e| e.to_string())?;
     }
-    csv.flush().map_err(|e| e.to_string())?;
-
-    crate::page::write(
-        dir,
-        &crate::page::Results {
-            meta,
-            cells: cells.to_vec(),
-        },
-    )?;
+    write_csv(&dir.join("idle.csv"), &results.idle)?;
+    write_csv(&dir.join("attack.csv"), &results.attack)?;
+    crate::page::write(dir, results)?;
     Ok(())
+}
+
+/// `rows` as CSV at `path`, one line each; nothing for no rows.
+fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), String> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut csv = csv::Writer::from_path(path).map_err(|e| e.to_string())?;
+    for row in rows {
+        csv.serialize(row).map_err(|e| e.to_string())?;
+    }
+    csv.flush().map_err(|e| e.to_string())
 }
 
 /// The profiled cells, each with the label the profile table gives it.

@@ -561,11 +561,14 @@ fn row<'a>(stdout: &'a str, variant: &str) -> &'a str {
 
 #[test]
 fn idle_mode_holds_connections_and_reports_memory() {
+    let out = Out::new("idle");
     let stdout = bench(&[
         "--idle-conns",
         "300",
         "--variants",
         "prefork-eventloop,prefork-blocking",
+        "--out",
+        &out.arg(),
     ]);
     let row = row(&stdout, "prefork-eventloop");
     assert!(
@@ -573,10 +576,37 @@ fn idle_mode_holds_connections_and_reports_memory() {
         "{row}"
     );
     assert!(stdout.contains("one connection per worker"), "{stdout}");
+    // The run's folder keeps the rows, and its page shows the same table again.
+    let dir = out.run_dir();
+    let results = bench::page::Results::load(&dir).unwrap();
+    assert!(results.cells.is_empty());
+    let eventloop = &results.idle[0];
+    assert_eq!(
+        (
+            eventloop.variant.as_str(),
+            eventloop.held,
+            eventloop.answered
+        ),
+        ("prefork-eventloop", 300, 300)
+    );
+    assert!(eventloop.rss_after_kib > 0, "{eventloop:?}");
+    assert_eq!(
+        results.idle[1].missing.as_deref(),
+        Some("one connection per worker")
+    );
+    let csv = std::fs::read_to_string(dir.join("idle.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(!dir.join("results.csv").exists());
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("id=\"idle\""), "no idle section");
+    assert!(page.contains("300 of 300 (first round 300)"), "{page}");
+    assert!(!page.contains("id=\"matrix\""), "a matrix without cells");
+    assert!(page.contains("href=\"idle.csv\""));
 }
 
 #[test]
 fn slowloris_attack_leaves_an_event_loop_serving() {
+    let out = Out::new("attack");
     let stdout = bench(&[
         "--attack",
         "slowloris",
@@ -585,6 +615,8 @@ fn slowloris_attack_leaves_an_event_loop_serving() {
         "64",
         "--variants",
         "prefork-eventloop",
+        "--out",
+        &out.arg(),
     ]);
     let row = row(&stdout, "prefork-eventloop");
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
@@ -594,4 +626,16 @@ fn slowloris_attack_leaves_an_event_loop_serving() {
         probes.len() == 2 && probes[0] == probes[1] && probes[0] != "0",
         "{row}"
     );
+    let dir = out.run_dir();
+    let results = bench::page::Results::load(&dir).unwrap();
+    let attacked = &results.attack[0];
+    assert_eq!(attacked.probes_answered, attacked.probes, "{attacked:?}");
+    assert_eq!(attacked.connections, 64);
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("id=\"attack\""), "no attack section");
+    assert!(
+        page.contains(&format!("{0} of {0}", attacked.probes)),
+        "{page}"
+    );
+    assert!(dir.join("attack.csv").is_file());
 }

@@ -19,12 +19,7 @@ use super::*;
 /// request answered.
 pub fn readme_ab_keep_alive_example_completes(s: &Spec) {
     let server = Server::start(s, &["--workers", "2"]);
-    let args: Vec<String> = ["-k", "-n", "20000", "-c", "50", "-s", "30"]
-        .iter()
-        .map(|a| a.to_string())
-        .chain([format!("http://{}/", server.addr)])
-        .collect();
-    let out = run_client("ab", &args, Duration::from_secs(240));
+    let out = ab_keep_alive(&server, 20_000, 50);
     assert_eq!(field(&out, "Complete requests:"), Some(20000.0), "{out}");
     let failed = field(&out, "Failed requests:").unwrap_or(f64::NAN);
     if s.holds_keep_alive {
@@ -46,16 +41,27 @@ pub fn readme_ab_keep_alive_example_completes(s: &Spec) {
 /// connections waiting in the accept queue (the listen backlog, 1,024, holds them).
 pub fn ab_keep_alive_at_the_posts_concurrency_completes(s: &Spec) {
     let server = Server::start(s, &["--workers", "2"]);
-    let args: Vec<String> = ["-k", "-n", "100000", "-c", "1000", "-s", "30"]
-        .iter()
-        .map(|a| a.to_string())
-        .chain([format!("http://{}/", server.addr)])
-        .collect();
-    let out = run_client("ab", &args, Duration::from_secs(240));
+    let out = ab_keep_alive(&server, 100_000, 1000);
     assert_eq!(field(&out, "Complete requests:"), Some(100000.0), "{out}");
     assert_eq!(field(&out, "Failed requests:"), Some(0.0), "{out}");
     assert_eq!(field(&out, "Non-2xx responses:"), None, "{out}");
     assert_still_serves(&server);
+}
+
+/// `ab -k -n REQUESTS -c CONNECTIONS` against `server`, with ab's own 30 s timeout, as a
+/// user types it: its output.
+fn ab_keep_alive(server: &Server, requests: u32, connections: u32) -> String {
+    let args = [
+        "-k".to_string(),
+        "-n".into(),
+        requests.to_string(),
+        "-c".into(),
+        connections.to_string(),
+        "-s".into(),
+        "30".into(),
+        format!("http://{}/", server.addr),
+    ];
+    run_client("ab", &args, Duration::from_secs(240))
 }
 
 pub fn ab_without_keep_alive(s: &Spec) {

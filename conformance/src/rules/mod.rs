@@ -206,6 +206,15 @@ fn says_close(r: &Response) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("close"))
 }
 
+/// The server's start-up line says `expected`.
+fn assert_announces(server: &Server, expected: &str) {
+    let lines = server.stderr_lines();
+    assert!(
+        lines.iter().any(|l| l.contains(expected)),
+        "start-up line lacks {expected:?}: {lines:?}"
+    );
+}
+
 /// A fresh connection still gets hello world: the server survived whatever came before.
 fn assert_still_serves(server: &Server) {
     let mut c = server.connect();

@@ -231,11 +231,7 @@ pub fn keepalive_requests_limit_closes_cleanly(s: &Spec) {
         "keep-alive: unlimited requests, 60 s idle"
     };
     let defaults = Server::start(s, &[]);
-    let lines = defaults.stderr_lines();
-    assert!(
-        lines.iter().any(|l| l.contains(expected)),
-        "start-up line lacks {expected:?}: {lines:?}"
-    );
+    assert_announces(&defaults, expected);
 }
 
 /// `--keepalive-queued close` (`prefork-blocking`'s default): a worker that serves one
@@ -262,13 +258,7 @@ pub fn keepalive_yields_to_a_queued_client(s: &Spec) {
     assert_hello(&r);
     assert!(!says_close(&r), "nobody waits behind it: {r:?}");
     assert!(!says_close(&queued.get("/")));
-    let lines = server.stderr_lines();
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("keep-alive closed while clients queue")),
-        "start-up line: {lines:?}"
-    );
+    assert_announces(&server, "keep-alive closed while clients queue");
 }
 
 /// `--keepalive-queued hold` (Apache prefork): the worker keeps its keep-alive connection
@@ -294,11 +284,5 @@ pub fn keepalive_is_held_while_clients_queue(s: &Spec) {
         idle.elapsed()
     );
     assert_hello(&queued.response());
-    let lines = server.stderr_lines();
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("keep-alive held while clients queue")),
-        "start-up line: {lines:?}"
-    );
+    assert_announces(&server, "keep-alive held while clients queue");
 }
