@@ -25,6 +25,8 @@
 //! - One slow or idle keep-alive client holds a whole worker. With more keep-alive
 //!   connections than workers, the extra connections sit in the accept queue until a
 //!   worker is free.
+//! - Crash isolation is perfect and the code is the simplest possible; per-request cost is
+//!   low (one `read`, one `write`), so on hello world with few connections it does well.
 //!
 //! ## Keep-alive while others wait (`--keepalive-queued`)
 //! A worker that keeps a connection open after a response can do nothing else until that
@@ -35,9 +37,9 @@
 //! worker behind nginx amounts to (it is free again after every request). `hold` keeps the
 //! connection as Apache's prefork MPM does, until `--keepalive-requests` (100) or
 //! `--keepalive-timeout` (5 s) hands the worker on: a client that stops sending holds a
-//! worker for 5 s while others wait (and `ab -k` counts each such close as a failure).
-//! - Crash isolation is perfect and the code is the simplest possible; per-request cost is
-//!   low (one `read`, one `write`), so on hello world with few connections it does well.
+//! worker for 5 s while others wait (and `ab -k` counts each such close as a failure: a
+//! keep-alive answer to a client that then says nothing more always ends that way, which
+//! is why `close` is the default).
 //!
 //! ## Waiting and blocking work
 //! - `/sleep`: the worker sleeps (`thread::sleep`): a whole process waits for one client,
