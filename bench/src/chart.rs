@@ -19,10 +19,10 @@ use crate::report::{self, Cell, Verdict};
 /// architecture's modes in a lighter shade of its hue), then the built-in peers in theirs,
 /// then one left for any other server. Neighbours that meet on one chart — a model and the
 /// peers beside it — differ in hue.
-pub const PALETTE: [&str; 21] = [
+pub const PALETTE: [&str; 22] = [
     "#4e79a7", "#f28e2b", "#e15759", "#ff9da7", "#59a14f", "#8cd17d", "#b07aa1", "#d4a6c8",
     "#9d7660", "#d7b5a6", "#76b7b2", "#edc948", "#a0cbe8", "#3b3b3b", "#8c6d31", "#00add8",
-    "#6b8e23", "#bcbd22", "#7f3c8d", "#c05a00", "#bab0ac",
+    "#6b8e23", "#bcbd22", "#7f3c8d", "#c05a00", "#1f3d7a", "#bab0ac",
 ];
 
 /// Each server of a run with its colour. A model keeps its place in the variant table and
