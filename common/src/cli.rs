@@ -58,7 +58,8 @@ pub struct ServerArgs {
     #[arg(long)]
     pub keepalive_requests: Option<u32>,
     /// PostgreSQL database of /pg: a URL or libpq connection string
-    /// (postgres://USER[:PASSWORD]@HOST:PORT/DB); without it /pg answers 503.
+    /// (postgres://USER:PASSWORD@HOST:PORT/DB, the password optional); without it /pg
+    /// answers 503.
     #[arg(long, value_name = "URL")]
     pub pg: Option<String>,
     /// Connections in each /pg pool (per worker; per process for work-stealing). Default:

@@ -4,13 +4,13 @@
 //! [`ConnConfig`] (the [`Handler`] to call, timeouts, limits) that the server passes down,
 //! and whether it answers its requests itself or hands them on is its [`Mode`] type.
 //!
-//! - [`head`] parses and checks a request head; [`chunked`] decodes a chunked body; this
+//! - `head` parses and checks a request head; `chunked` decodes a chunked body; this
 //!   file is the connection state machine that strings them together with the buffers.
 //!
 //! `Conn` is *sans-I/O*: it holds an input buffer the runtime reads into and an output buffer
 //! the runtime writes from, and a state machine in between. It holds them only while it has
 //! something in hand: an idle keep-alive connection gives both back to a per-thread pool
-//! ([`buffers`]), as nginx does, so it costs its state and nothing more. The runtime's loop is always the
+//! (`buffers`), as nginx does, so it costs its state and nothing more. The runtime's loop is always the
 //! same three steps, whatever the architecture:
 //!
 //! ```text

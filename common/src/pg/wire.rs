@@ -45,7 +45,7 @@ const BINARY: i16 = 1;
 pub enum Want {
     /// Write all of [`Session::output`], then call [`Session::sent`].
     Write,
-    /// Read into [`Session::input`] and call [`Session::received`].
+    /// Read into `Session::input` and call [`Session::received`].
     Read,
     /// The sequence is over: the connection is ready, or the job's sum is in
     /// [`Session::take_sum`].
@@ -155,7 +155,7 @@ impl Session {
         self.out.clear();
     }
 
-    /// Room for one read ([`READ_CHUNK`]) at the end of the input buffer; call
+    /// Room for one read (`READ_CHUNK`) at the end of the input buffer; call
     /// [`Session::received`] with the count read (0 bytes is the server closing).
     pub fn read_space(&mut self) -> &mut [u8] {
         let len = self.input.len();

@@ -93,7 +93,7 @@ pub fn wrk_keep_alive(s: &Spec) {
 }
 
 /// Idle keep-alive connections cost a server only their state: after a burst of requests
-/// (the buffer pools and lazy set-up are warm), [`IDLE_CONNS`] connections that each made a
+/// (the buffer pools and lazy set-up are warm), `IDLE_CONNS` connections that each made a
 /// request and then went quiet add at most the row's `idle_bytes` each to the resident
 /// memory of all its processes — a generous guard (twice each model's target): the
 /// figure itself is `bench --idle-conns`'. Then every one of them is answered again.

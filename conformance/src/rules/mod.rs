@@ -1,6 +1,6 @@
 //! The rules, one function each, named after the rule it pins down, in one file per area
-//! (as mini-redis keeps one command per file): [`protocol`], [`errors`], [`lifecycle`],
-//! [`load`], [`workloads`], [`database`], [`robustness`]. Each starts its own server, so a failure names
+//! (as mini-redis keeps one command per file): `protocol`, `errors`, `lifecycle`, `load`,
+//! `workloads`, `database`, `robustness`. Each starts its own server, so a failure names
 //! exactly one server and one rule. This file holds the helpers they share and [`RULES`],
 //! the table the suite is generated from.
 
