@@ -127,6 +127,9 @@ pub struct Page {
     pub sections: Vec<Section>,
     /// The run measured the matrix (cells): its table and charts are shown.
     pub matrix: bool,
+    /// The set-up columns every cell shares, in one line (`stack raw · workers 1`): they
+    /// are not repeated on every row.
+    pub every_cell: String,
     /// The CSV files beside the page.
     pub csv_files: Vec<&'static str>,
 }
@@ -177,10 +180,50 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
 
     let table = report::table(cells);
     let flames = cells.iter().any(|c| c.profile.is_some());
+    // A set-up column every row shares (one stack, one worker count, one concurrency …)
+    // leaves the table for a line above it, so that the figures fit a window's width.
+    let shared: Vec<usize> = (2..report::HEAD_COLUMNS)
+        .filter(|&i| {
+            table.rows.len() > 1
+                && table
+                    .rows
+                    .iter()
+                    .all(|r| r.head[i].text == table.rows[0].head[i].text)
+        })
+        .collect();
+    let every_cell = shared
+        .iter()
+        .map(|&i| format!("{} {}", table.columns[i].name, table.rows[0].head[i].text))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    // A figure no measured row has (imbalance with one worker) is no column either.
+    let measured: Vec<&Vec<report::Entry>> = table
+        .rows
+        .iter()
+        .filter_map(|r| match &r.figures {
+            Figures::Measured(figures) => Some(figures),
+            _ => None,
+        })
+        .collect();
+    let empty: Vec<usize> = (report::HEAD_COLUMNS..table.columns.len())
+        .filter(|&i| {
+            !measured.is_empty()
+                && measured.iter().all(|f| {
+                    let e = &f[i - report::HEAD_COLUMNS];
+                    e.sort.is_none() && e.text == "–"
+                })
+        })
+        .collect();
+    let shown = |i: &usize| !shared.contains(i) && !empty.contains(i);
+    let figure_columns = (report::HEAD_COLUMNS..table.columns.len())
+        .filter(|i| shown(i))
+        .count();
     let columns: Vec<ColumnView> = table
         .columns
         .iter()
-        .map(|c| ColumnView {
+        .enumerate()
+        .filter(|(i, _)| shown(i))
+        .map(|(_, c)| ColumnView {
             name: c.name,
             key: slug(c.name),
             numeric: c.numeric,
@@ -201,7 +244,9 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
                 .head
                 .iter()
                 .zip(&table.columns)
-                .map(|(e, c)| entry(e, c.numeric, ""))
+                .enumerate()
+                .filter(|(i, _)| shown(i))
+                .map(|(_, (e, c))| entry(e, c.numeric, ""))
                 .collect();
             let (class, missing) = match &row.figures {
                 Figures::Measured(figures) => {
@@ -209,6 +254,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
                         .iter()
                         .zip(&table.columns[report::HEAD_COLUMNS..])
                         .enumerate()
+                        .filter(|(i, _)| shown(&(i + report::HEAD_COLUMNS)))
                     {
                         // The verdict's entry carries its class: the colour of the word.
                         let class = match row.verdict {
@@ -229,14 +275,11 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
                 }
                 Figures::NotServed(why) => (
                     "not-served".to_string(),
-                    Some((why.clone(), table.columns.len() - report::HEAD_COLUMNS)),
+                    Some((why.clone(), figure_columns)),
                 ),
                 Figures::Failed(why) => (
                     "failed".to_string(),
-                    Some((
-                        format!("FAILED: {why}"),
-                        table.columns.len() - report::HEAD_COLUMNS,
-                    )),
+                    Some((format!("FAILED: {why}"), figure_columns)),
                 ),
             };
             RowView {
@@ -390,11 +433,25 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         columns,
         rows,
         flames,
-        legend: html(&table.legend.join("\n\n")),
+        // Without the lines that explain a column the page does not show.
+        legend: html(
+            &table
+                .legend
+                .iter()
+                .filter(|line| {
+                    !empty
+                        .iter()
+                        .any(|&i| line.starts_with(&format!("{}:", table.columns[i].name)))
+                })
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        ),
         charts,
         latency,
         sections,
         matrix: !cells.is_empty(),
+        every_cell,
         csv_files,
     };
     let path = dir.join("report.html");

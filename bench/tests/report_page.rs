@@ -395,6 +395,48 @@ fn the_table_sorts_on_request() {
     }
 }
 
+/// Set-up every cell shares (one stack, one worker count, one concurrency) is said once
+/// above the table, and a figure no row has (imbalance, with one worker) is no column: the
+/// table fits a window. Every row still spans every column, failed rows included.
+#[test]
+fn the_table_says_once_what_every_cell_shares() {
+    let run = Run::of("report-matrix");
+    run.render();
+    let results = run.results();
+    assert!(results
+        .cells
+        .iter()
+        .all(|c| c.workers == 1 && c.connections == 64));
+    let dom = dom(&run, &run.url(""));
+    assert!(
+        dom.contains("Every cell: stack raw · workers 1 · c 64"),
+        "no line for the shared set-up"
+    );
+    let table = element(&dom, "<table class=\"sortable matrix\"", "</table>");
+    let heads = tags(element(table, "<thead>", "</thead>"), "th");
+    let keys: Vec<&str> = heads.iter().filter_map(|t| attr(t, "data-key")).collect();
+    for gone in ["stack", "workers", "c", "imbalance"] {
+        assert!(!keys.contains(&gone), "{gone} is a column: {keys:?}");
+    }
+    for kept in ["variant", "workload", "keep-alive", "cpu-s-req", "verdict"] {
+        assert!(keys.contains(&kept), "{kept} is missing: {keys:?}");
+    }
+    let mut failed = 0;
+    for row in element(table, "<tbody>", "</tbody>").split("<tr").skip(1) {
+        let spans: usize = tags(row, "td")
+            .iter()
+            .map(|t| attr(t, "colspan").map_or(1, |n| n.parse().unwrap()))
+            .sum();
+        assert_eq!(spans, heads.len(), "a row off the columns: {row}");
+        failed += usize::from(row.contains("FAILED"));
+    }
+    assert!(failed > 0, "the fixture has failed rows to check");
+    assert!(
+        !dom.contains("imbalance:"),
+        "the legend explains a hidden column"
+    );
+}
+
 #[test]
 fn the_open_loop_page_has_its_latency_curves() {
     let run = Run::of("report-open-loop");
