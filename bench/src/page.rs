@@ -297,27 +297,29 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         .collect();
 
     let mut sections = Vec::new();
-    if !results.idle.is_empty() {
+    // A run that measured something else than the matrix: its table, and how to read it.
+    let mut own_table = |id, title, reading: &str, table: String| {
         sections.push(Section {
-            id: "idle",
-            title: "Idle keep-alive connections",
-            html: html(&format!(
-                "{}\n{}",
-                crate::idle::READING,
-                crate::idle::table(&results.idle)
-            )),
-        });
+            id,
+            title,
+            html: html(&format!("{reading}\n\n{table}")),
+        })
+    };
+    if !results.idle.is_empty() {
+        own_table(
+            "idle",
+            "Idle keep-alive connections",
+            crate::idle::READING,
+            crate::idle::table(&results.idle),
+        );
     }
     if !results.attack.is_empty() {
-        sections.push(Section {
-            id: "attack",
-            title: "Slow clients (Slowloris)",
-            html: html(&format!(
-                "{}\n\n{}",
-                crate::attack::READING,
-                crate::attack::table(&results.attack)
-            )),
-        });
+        own_table(
+            "attack",
+            "Slow clients (Slowloris)",
+            crate::attack::READING,
+            crate::attack::table(&results.attack),
+        );
     }
     if let Some(target) = &slo {
         sections.push(Section {
