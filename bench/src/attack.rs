@@ -59,7 +59,7 @@ fn verdict(output: &str) -> String {
 }
 
 /// One server under the attack: did normal clients get through?
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub variant: String,
     pub model: String,
@@ -90,11 +90,7 @@ impl Row {
             model: v.model.to_string(),
             workers,
             missing: Some(why),
-            connections: 0,
-            probes_answered: 0,
-            probes: 0,
-            slowest_probe_ms: 0,
-            service_available: String::new(),
+            ..Row::default()
         }
     }
 }

@@ -103,7 +103,7 @@ fn round(conns: &mut [TcpStream]) -> usize {
 }
 
 /// One server's figures: what its idle connections cost and whether they were answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub variant: String,
     pub model: String,
@@ -143,15 +143,7 @@ impl Row {
             variant: name.to_string(),
             model: model.to_string(),
             missing: Some(why),
-            held: 0,
-            rss_before_kib: 0,
-            rss_after_kib: 0,
-            bytes_per_conn: 0,
-            open_s: 0.0,
-            round_s: 0.0,
-            answered: 0,
-            first_round: 0,
-            stopped_by: None,
+            ..Row::default()
         }
     }
 }

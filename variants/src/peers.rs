@@ -146,7 +146,8 @@ pub const BUILTIN: &[Builtin] = &[
         workers_mean: "processes",
         unsupported: &[NO_JSON],
         workers_are: Workers::Leaves,
-    },    // Last, so that the colours of the peers above stay as they were.
+    },
+    // Last, so that the colours of the peers above stay as they were.
     Builtin {
         name: "apache-prefork",
         what: "Apache 2.4 prefork + mod_php 8.2, keep-alive 100 requests / 5 s",
