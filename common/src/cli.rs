@@ -39,7 +39,7 @@ pub struct ServerArgs {
     pub stats: bool,
     /// Handler stack: the raw routes, or a framework layer over them.
     #[arg(long, value_enum, default_value = "raw")]
-    pub stack: crate::routes::Stack,
+    pub stack: crate::stack::Stack,
     /// SQLite file for /db: 1,000,000 rows, built (with a progress line) if it is missing.
     #[arg(long, default_value = "data/archzoo.db")]
     pub db: PathBuf,
@@ -418,7 +418,7 @@ mod tests {
             cpus: None,
             backlog: 16,
             stats: false,
-            stack: crate::routes::Stack::Raw,
+            stack: crate::stack::Stack::Raw,
             db: PathBuf::from("unused.db"),
             header_timeout: 10,
             keepalive_timeout: None,

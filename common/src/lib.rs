@@ -27,6 +27,9 @@
 //!   plugs in its own native timer without the handler knowing which runtime it runs on.
 //! - [`workloads`] — `/sum` (CPU), `/db` (SQLite), `/sleep` (waiting): what hello world
 //!   hides.
+//! - [`params`] — the routes' query parameters and their bounds, read one way by `/db`,
+//!   `/pg`, `/sleep` and the handler alike.
+//! - [`stack`] — `--stack raw|framework`: which handler a connection runs.
 //! - [`pg`] — `/pg`: PostgreSQL across a socket. The query sequence as a sans-IO state
 //!   machine over `postgres-protocol` (`pg::wire`) and a connection pool over a blocking or
 //!   coroutine stream (`pg::pool`); each runtime supplies only its stream and its wait.
@@ -54,12 +57,14 @@ pub mod framework;
 pub mod handler;
 pub mod linger;
 pub mod listener;
+pub mod params;
 pub mod pg;
 pub mod registry;
 pub mod request;
 pub mod response;
 pub mod routes;
 pub mod shutdown;
+pub mod stack;
 pub mod stats;
 pub mod supervisor;
 pub mod workloads;

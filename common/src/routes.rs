@@ -1,42 +1,17 @@
 //! The routes every server answers, identically: the application behind the
-//! [`crate::handler`] seam, in two stacks (`--stack raw|framework`).
+//! [`crate::handler`] seam, in two stacks (`--stack raw|framework`, [`crate::stack`]).
 //!
 //! CPU-bound or synchronous work (a computation, a blocking database call) simply runs in
 //! the handler, on whatever thread the runtime called it from; that is the point of such a
 //! workload: it shows what each architecture does when a handler occupies its thread.
 
-use crate::handler::{App, Handler, Reply};
+use crate::handler::{App, Reply};
 use crate::request::Request;
 use crate::response::{Body, Response};
-use crate::{framework, pg, workloads};
+use crate::{params, pg, workloads};
 
 /// The benchmark posts' body: 13 bytes.
 pub const HELLO: &[u8] = b"hello, world!";
-
-/// Which handler every connection runs (`--stack`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Stack {
-    /// The routes with nothing in between.
-    #[default]
-    Raw,
-    /// A framework layer over the same routes (see [`framework`]).
-    Framework,
-}
-
-impl Stack {
-    /// This stack's handler.
-    pub fn handler(self) -> Handler {
-        match self {
-            Stack::Raw => handle,
-            Stack::Framework => framework::handle,
-        }
-    }
-
-    /// Whether its handler reads header fields (the codec then keeps them for it).
-    pub fn reads_headers(self) -> bool {
-        self == Stack::Framework
-    }
-}
 
 #[derive(serde::Serialize)]
 struct Message {
@@ -63,7 +38,7 @@ pub fn sum_reply() -> Reply {
 }
 
 pub fn db_reply(query: Option<&str>, app: &App) -> Reply {
-    match workloads::queries_param(query).map(|n| workloads::db_body(n, app)) {
+    match params::queries_param(query).map(|n| workloads::db_body(n, app)) {
         Ok(Ok(body)) => Reply::now(Response::new(200, "text/plain", Body::Owned(body))),
         Ok(Err(e)) => Reply::now(Response::text(500, format!("database error: {e}\n"))),
         Err(e) => Reply::now(Response::text(400, format!("{e}\n"))),
@@ -71,7 +46,7 @@ pub fn db_reply(query: Option<&str>, app: &App) -> Reply {
 }
 
 pub fn sleep_reply(query: Option<&str>) -> Reply {
-    match workloads::sleep_param(query) {
+    match params::sleep_param(query) {
         Ok(wait) => Reply::after(
             wait,
             Response::text(200, format!("slept={}", wait.as_millis())),

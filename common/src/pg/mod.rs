@@ -25,8 +25,8 @@ use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::params::{int_param, queries_param, query_param, DB_MAX_START, SLEEP_MAX_MS};
 use crate::response::{Body, Response};
-use crate::workloads::{int_param, queries_param, query_param, DB_MAX_START, SLEEP_MAX_MS};
 
 /// How long opening a connection may take before the request is answered 503.
 pub const CONNECT_LIMIT: Duration = Duration::from_secs(2);
