@@ -1,44 +1,28 @@
-//! # bench — the harness that points `ab` and `wrk` at every architecture fairly
+//! # bench — the harness that points load generators at every architecture fairly
 //!
 //! The benchmark posts archzoo answers published figures that measured the load generator
 //! (`ab -c 1000` could not saturate 12 cores) and drew conclusions from hello world. This
 //! harness runs the same matrix they should have run and says, for every cell, *who* was
 //! the bottleneck.
 //!
-//! # Layout
-//! - the servers, their modes and the workloads it knows are the shared table of the
-//!   `variants` crate (the conformance suite runs the same rows), started with its launcher.
-//! - [`attack`] — `--attack slowloris`: slowhttptest against each server while a probe
-//!   checks a normal client is still served.
-//! - [`client`] — `ab` and `wrk` command lines and parsers of their output.
-//! - [`database`] — the PostgreSQL cluster of the pg workloads, pinned to `--db-cpus`.
-//! - [`procfs`] — CPU time, context switches and peak memory of a process tree, from /proc.
-//! - [`server`] — starting a cell's server with its flags, validating its answer.
-//! - [`fidelity`] — `--fidelity`: each model beside its real systems, signatures and cost.
-//! - [`idle`] — `--idle-conns N`: N idle keep-alive connections per server, memory per
-//!   connection, and whether every one is still answered.
-//! - [`report`] — the verdict rule, the matrix table, results.json/csv.
-//! - [`chart`] — the SVG charts: grouped bars (an askama template) and latency curves
-//!   (plotters), a colour per server.
-//! - [`page`] — report.html: the set-up, the sortable table, the charts and every other
-//!   table a run produced, written after each run and by `bench --report DIR`.
-//! - [`matrix`] — one cell of the matrix: start, validate, warm up, measure, stop.
-//! - [`perf`] — `perf stat` around a run: system calls and io_uring submissions.
-//! - [`profile`] — `--profile`: `perf record` samples of an extra repetition, folded and
-//!   drawn as (differential) flame graphs with inferno, and sorted into components.
-//! - `main.rs` — the command line, the plan and the loop over the matrix.
+//! # Layers
+//! A pipeline of four layers, each importing only those below it (docs/architecture.md
+//! draws it):
+//! 1. [`model`] — the results model: a run's cells, repetitions, figures and verdicts, the
+//!    rows of the other modes, results.json. Nothing else of bench.
+//! 2. [`measure`] — the plan and one cell's steps, the servers and peers, the clients (ab,
+//!    wrk, oha: one file each behind one trait), /proc, `perf stat`, `perf record`, the
+//!    database.
+//! 3. [`modes`] — what drives a run: the matrix, `--slo`, `--fidelity`, `--idle-conns`,
+//!    `--attack`.
+//! 4. [`mod@write`] — the markdown tables, results.json/csv, the charts, the flame graphs and
+//!    report.html, from the model alone.
+//!
+//! `main.rs` parses the flags, builds the plan, picks a mode and hands its results to the
+//! writers. The servers, their modes and the workloads are the shared table of the
+//! `variants` crate (the conformance suite runs the same rows), started with its launcher.
 
-pub mod attack;
-pub mod chart;
-pub mod client;
-pub mod database;
-pub mod fidelity;
-pub mod idle;
-pub mod matrix;
-pub mod page;
-pub mod perf;
-pub mod procfs;
-pub mod profile;
-pub mod report;
-pub mod server;
-pub mod slo;
+pub mod measure;
+pub mod model;
+pub mod modes;
+pub mod write;

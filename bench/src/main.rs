@@ -5,14 +5,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use bench::client::{Amount, Client};
-use bench::matrix::{self, CellSpec, Plan, Target};
-use bench::page::Results;
-use bench::report;
-use bench::{fidelity, idle, procfs};
+use bench::measure::cell::{CellSpec, Plan, Target};
+use bench::measure::client::{self as clients, Amount};
+use bench::measure::procfs;
+use bench::model::client::Client;
+use bench::model::{fidelity, Results};
+use bench::modes::{self, matrix};
+use bench::write;
 use clap::Parser;
 use common::cli::{allowed_cpus, CpuList};
-use indicatif::{ProgressBar, ProgressStyle};
 use variants::launch;
 use variants::peers::{self, Peer};
 use variants::{Variant, VARIANTS, WORKLOADS};
@@ -79,7 +80,7 @@ struct Args {
     /// (oha, open loop) whose corrected percentile stays within it, found by doubling the
     /// rate and then bisecting.
     #[arg(long, value_name = "pNN=TIME")]
-    slo: Option<bench::slo::Target>,
+    slo: Option<bench::model::slo::Target>,
     /// Pipeline this many requests per connection (wrk only; bench/pipeline.lua).
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..=1024))]
     pipeline: Option<u32>,
@@ -150,8 +151,8 @@ fn fail(message: impl std::fmt::Display) -> ! {
 fn main() {
     let args: Args = common::cli::parse();
     if let Some(dir) = &args.report {
-        let results = bench::page::Results::load(dir).unwrap_or_else(|e| fail(e));
-        match bench::page::write(dir, &results) {
+        let results = Results::load(dir).unwrap_or_else(|e| fail(e));
+        match write::page::write(dir, &results) {
             Ok(page) => eprintln!("bench: {}", page.display()),
             Err(e) => fail(e),
         }
@@ -259,7 +260,7 @@ fn main() {
         {
             fail("--profile samples the matrix's own servers: not with --url, --slo, --idle-conns or --attack");
         }
-        if let Err(why) = bench::profile::check(server_cpus[0]) {
+        if let Err(why) = bench::measure::profile::check(server_cpus[0]) {
             fail(why);
         }
     }
@@ -291,11 +292,7 @@ fn main() {
         fail("--pipeline needs --client wrk (oha sends one request at a time)");
     }
     let tool = client.command();
-    let found = match client {
-        Client::Oha => bench::client::oha_path().is_some(),
-        _ => which(tool).is_some(),
-    };
-    if !found {
+    if !clients::tool(client).installed() {
         fail(format!(
             "{tool} is not installed (scripts/bench installs ab and wrk with apt-get, oha with cargo install)"
         ));
@@ -315,7 +312,7 @@ fn main() {
         Some(url) => (Some(url.clone()), None),
         None => {
             let db_cpus = args.db_cpus.as_ref().map_or(&server_cpus, |l| &l.0);
-            let cluster = bench::database::start(db_cpus).unwrap_or_else(|e| fail(e));
+            let cluster = bench::measure::database::start(db_cpus).unwrap_or_else(|e| fail(e));
             eprintln!(
                 "bench: PostgreSQL at {} on CPUs {}",
                 cluster.url,
@@ -370,7 +367,7 @@ fn main() {
             fail("--attack needs slowhttptest (scripts/bench installs it)");
         }
         let seconds = if args.quick { 6 } else { 15 };
-        let rows = bench::attack::slowloris(
+        let rows = modes::attack::slowloris(
             &plan.bin_dir,
             &variants,
             plan.workers,
@@ -380,7 +377,7 @@ fn main() {
             args.attack_conns,
             seconds,
         );
-        println!("{}", bench::attack::table(&rows));
+        println!("{}", write::attack::table(&rows));
         let mut meta = meta(&args, &plan, &peers);
         meta["client"] = "slowhttptest -H, and a probe every 250 ms".into();
         write_results(
@@ -394,7 +391,7 @@ fn main() {
         return;
     }
     if let Some(n) = args.idle_conns {
-        let rows = idle::run(
+        let rows = modes::idle::run(
             &plan.bin_dir,
             &variants,
             &peers,
@@ -402,7 +399,7 @@ fn main() {
             &plan.server_cpus,
             &args.db,
         );
-        println!("{}", idle::table(&rows));
+        println!("{}", write::idle::table(&rows));
         let mut meta = meta(&args, &plan, &peers);
         meta["client"] =
             "bench itself, not pinned (connections from 127.0.0.x, in waves of 256)".into();
@@ -419,7 +416,6 @@ fn main() {
     }
 
     // The matrix, one cell per combination.
-    let mut jobs: Vec<(Target, CellSpec)> = Vec::new();
     let targets: Vec<Target> = match &args.url {
         Some(url) => vec![Target::Url(url.clone())],
         None => variants
@@ -439,8 +435,8 @@ fn main() {
             workers: plan.workers,
             rate: None,
         };
-        let (table, cells) = bench::slo::run(&plan, &targets, &spec, slo);
-        println!("{table}");
+        let cells = modes::slo::run(&plan, &targets, &spec, slo);
+        println!("{}", write::slo::table(&cells, slo));
         write_results(
             &args.out.join(timestamp()),
             &Results {
@@ -452,92 +448,35 @@ fn main() {
         return;
     }
     // --fidelity measures its own cells: the signatures, at the first concurrency given.
-    let signatures = fidelity::cells(plan.workers, plan.server_cpus.len());
-    for target in targets.iter().filter(|_| args.fidelity) {
-        for s in &signatures {
-            let workload = *WORKLOADS
-                .iter()
-                .find(|x| x.name == s.workload)
-                .expect("a workload");
-            jobs.push((
-                target.clone(),
-                CellSpec {
-                    stack: stacks[0],
-                    workload,
-                    keep_alive: s.keep_alive,
-                    connections: args.concurrency[0],
-                    workers: s.workers,
-                    rate: None,
-                },
-            ));
-        }
-    }
-    let rates: Vec<Option<u32>> = if args.rate.is_empty() {
-        vec![None]
+    let jobs = if args.fidelity {
+        modes::fidelity::jobs(&targets, &plan, stacks[0], args.concurrency[0])
     } else {
-        args.rate.iter().copied().map(Some).collect()
-    };
-    for target in targets.iter().filter(|_| !args.fidelity) {
-        // A peer is what it is: the framework stack is an archzoo layer.
-        let target_stacks: &[&str] = match target {
-            Target::Model(_) => &stacks,
-            _ => &stacks[..1],
+        let rates: Vec<Option<u32>> = if args.rate.is_empty() {
+            vec![None]
+        } else {
+            args.rate.iter().copied().map(Some).collect()
         };
-        for &stack in target_stacks {
-            for workload in &workloads {
-                for &keep_alive in &keepalive {
-                    for &connections in &args.concurrency {
-                        for &rate in &rates {
-                            jobs.push((
-                                target.clone(),
-                                CellSpec {
-                                    stack,
-                                    workload: *workload,
-                                    keep_alive,
-                                    connections,
-                                    workers: plan.workers,
-                                    rate,
-                                },
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let bar = ProgressBar::new(jobs.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} cells · {msg} · ETA {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let mut cells = Vec::new();
-    for (target, spec) in jobs {
-        let name = target.name().to_string();
-        bar.set_message(format!(
-            "{name} {} {} ka={} c={} workers={}{}",
-            spec.stack,
-            spec.workload.name,
-            if spec.keep_alive { "on" } else { "off" },
-            spec.connections,
-            spec.workers,
-            spec.rate.map_or(String::new(), |r| format!(" rate={r}")),
-        ));
-        let cell = matrix::run_cell(&plan, &target, &spec);
-        if let Some(why) = cell.failure.as_ref().filter(|w| !w.starts_with("n/a")) {
-            bar.println(format!("{name} {}: FAILED: {why}", spec.workload.name));
-        }
-        cells.push(cell);
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
+        matrix::jobs(
+            &targets,
+            plan.workers,
+            &matrix::Axes {
+                stacks: &stacks,
+                workloads: &workloads,
+                keep_alive: &keepalive,
+                connections: &args.concurrency,
+                rates: &rates,
+            },
+        )
+    };
+    let cells = matrix::run(&plan, jobs);
 
-    println!("{}", report::markdown(&cells));
-    let profiled = report::profiled(&cells);
-    print!("{}", bench::profile::table(&profiled));
+    println!("{}", write::table::markdown(&cells));
+    let profiled = write::profile::profiled(&cells);
+    print!("{}", write::profile::table(&profiled));
     if args.fidelity {
         println!(
             "{}",
-            fidelity::table(
+            write::fidelity::table(
                 &cells,
                 &fidelity::pairs(&peers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()),
                 plan.workers,
@@ -551,7 +490,7 @@ fn main() {
     // after every figure is written.
     let profiles = args
         .profile
-        .then(|| report::write_profiles(&dir, &cells, diff.as_ref()));
+        .then(|| write::profile::write_profiles(&dir, &cells, diff.as_ref()));
     write_results(
         &dir,
         &Results {
@@ -574,7 +513,7 @@ fn main() {
 /// results/<timestamp>/: every figure, the machine, the versions and the command lines,
 /// and report.html.
 fn write_results(dir: &Path, results: &Results) {
-    match report::write_files(dir, results) {
+    match write::files::write_files(dir, results) {
         Ok(()) => eprintln!(
             "bench: results in {} (open {})",
             dir.display(),
@@ -604,7 +543,7 @@ fn meta(args: &Args, plan: &Plan, peers: &[Peer]) -> serde_json::Value {
             "archzoo": env!("CARGO_PKG_VERSION"),
             "ab": version_line(&["ab", "-V"]),
             "wrk": version_line(&["wrk", "-v"]),
-            "oha": bench::client::oha_path()
+            "oha": clients::oha::path()
                 .map_or_else(String::new, |p| version_line(&[&p.display().to_string(), "--version"])),
             "peers": peers
                 .iter()
@@ -640,11 +579,7 @@ fn commit() -> String {
 }
 
 fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(tool))
-        .find(|p| p.is_file())
+    clients::on_path(tool)
 }
 
 fn version_line(argv: &[&str]) -> String {

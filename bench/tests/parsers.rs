@@ -1,6 +1,8 @@
 //! The ab, wrk and oha parsers, on outputs captured from real runs (tests/fixtures).
 
-use bench::client::{parse_ab, parse_oha, parse_wrk};
+use bench::measure::client::ab::parse as parse_ab;
+use bench::measure::client::oha::parse as parse_oha;
+use bench::measure::client::wrk::parse as parse_wrk;
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));

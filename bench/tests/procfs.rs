@@ -3,7 +3,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use bench::procfs;
+use bench::measure::procfs;
 
 #[test]
 fn tree_usage_counts_every_descendant() {

@@ -2,7 +2,9 @@
 //! cut to seven samples of `work-stealing` answering `/json`), sorting each sample into a
 //! component, and drawing the graphs. A profiled run end to end is in quick_run.rs.
 
-use bench::profile::{self, COMPONENTS};
+use bench::measure::profile;
+use bench::model::profile::{COMPONENTS, HZ};
+use bench::write::profile::{differential, flamegraph};
 
 fn fixture() -> String {
     std::fs::read_to_string(concat!(
@@ -68,7 +70,7 @@ fn a_profile_counts_microseconds_per_request_by_component() {
     let folded = profile::fold(&fixture()).unwrap();
     // 7 samples at 999 Hz over 7 requests: 1/999 s each.
     let p = profile::profile(folded, 7);
-    let us = 1e6 / f64::from(profile::HZ);
+    let us = 1e6 / f64::from(HZ);
     assert_eq!(p.samples, 7);
     assert!((p.us_per_req - us).abs() < 1e-9, "{}", p.us_per_req);
     let by: Vec<(&str, f64)> = p
@@ -99,8 +101,8 @@ fn flame_graphs_are_drawn_per_request_and_differentially() {
     let twice = profile::profile(folded, 3);
     let single = dir.join("one.svg");
     let diff = dir.join("diff.svg");
-    profile::flamegraph(&one, "one", &single).unwrap();
-    profile::differential(&one, &twice, "one → twice", &diff).unwrap();
+    flamegraph(&one, "one", &single).unwrap();
+    differential(&one, &twice, "one → twice", &diff).unwrap();
     let single = std::fs::read_to_string(&single).unwrap();
     let diff = std::fs::read_to_string(&diff).unwrap();
     let _ = std::fs::remove_dir_all(&dir);

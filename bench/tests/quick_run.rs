@@ -387,7 +387,7 @@ fn syscalls_are_counted_by_name() {
 /// with perf's reason and the fix rather than passing without a profile.
 #[test]
 fn a_profiled_run_draws_a_flame_graph_per_cell() {
-    if let Err(why) = bench::profile::check(0) {
+    if let Err(why) = bench::measure::profile::check(0) {
         panic!("{why}");
     }
     let out = Out::new("prof");
@@ -436,7 +436,7 @@ fn a_profiled_run_draws_a_flame_graph_per_cell() {
     assert!(p["samples"].as_u64().unwrap() > 0, "{p}");
     assert_eq!(
         p["components"].as_array().unwrap().len(),
-        bench::profile::COMPONENTS.len()
+        bench::model::profile::COMPONENTS.len()
     );
 }
 
@@ -578,7 +578,7 @@ fn idle_mode_holds_connections_and_reports_memory() {
     assert!(stdout.contains("one connection per worker"), "{stdout}");
     // The run's folder keeps the rows, and its page shows the same table again.
     let dir = out.run_dir();
-    let results = bench::page::Results::load(&dir).unwrap();
+    let results = bench::model::Results::load(&dir).unwrap();
     assert!(results.cells.is_empty());
     let eventloop = &results.idle[0];
     assert_eq!(
@@ -627,7 +627,7 @@ fn slowloris_attack_leaves_an_event_loop_serving() {
         "{row}"
     );
     let dir = out.run_dir();
-    let results = bench::page::Results::load(&dir).unwrap();
+    let results = bench::model::Results::load(&dir).unwrap();
     let attacked = &results.attack[0];
     assert_eq!(attacked.probes_answered, attacked.probes, "{attacked:?}");
     assert_eq!(attacked.connections, 64);

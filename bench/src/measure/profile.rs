@@ -1,6 +1,6 @@
-//! `--profile`: where the CPU goes, per cell — a sampled flame graph, a differential one
-//! between two variants, and the samples sorted into kernel, codec, runtime, allocator and
-//! libc.
+//! `--profile`: where the CPU goes, per cell — the samples of an extra repetition, folded
+//! and sorted into kernel, codec, runtime, allocator and libc (drawn as flame graphs by
+//! `write::profile`).
 //!
 //! How it samples, and why so:
 //! - `perf record -e cpu-clock` (a software clock: the hardware counters are not available
@@ -20,64 +20,24 @@
 //!   so that two variants' graphs, and their difference, compare cost per request rather
 //!   than how long each happened to run.
 
-use std::fmt::Write as _;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::model::profile::{Profile, COMPONENTS, HZ};
 use inferno::collapse::Collapse;
-use serde::{Deserialize, Serialize};
-
-/// Samples per second per CPU: 999 rather than 1,000 so as not to beat in step with the
-/// servers' own millisecond timers.
-pub const HZ: u32 = 999;
 
 /// Bytes of user stack perf copies per sample for DWARF unwinding: deep enough for
 /// tokio's and glommio's nested polls and for a `may` coroutine's stack.
 const STACK_BYTES: u32 = 16384;
 
-/// Where a sample's time went, from its innermost frames: the rows of the "where the CPU
-/// goes" table, in the order they are printed (indexed by the constants below).
-pub const COMPONENTS: [&str; 6] = [
-    "kernel",
-    "codec & handler",
-    "runtime & loop",
-    "allocator",
-    "libc",
-    "other",
-];
+/// The indices of [`COMPONENTS`], by name.
 const KERNEL: usize = 0;
 const CODEC_HANDLER: usize = 1;
 const RUNTIME_LOOP: usize = 2;
 const ALLOC: usize = 3;
 const LIBC: usize = 4;
 const OTHER: usize = 5;
-
-/// One cell's profile: the samples of its extra repetition, folded, and what they say.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Profile {
-    /// Samples of the server's processes (at [`HZ`] per busy CPU).
-    pub samples: u64,
-    /// Requests the client completed during the profiled repetition.
-    pub requests: u64,
-    /// Sampled server CPU per request, in µs (samples ÷ HZ ÷ requests).
-    pub us_per_req: f64,
-    /// [`COMPONENTS`] with their µs per request, in that order.
-    pub components: Vec<(String, f64)>,
-    /// The kernel's share by the system call it was serving (`sendto`, `epoll_wait`, …,
-    /// `task work`, `syscall entry`; `no syscall`: interrupts, softirqs, faults), µs per
-    /// request, most first ([`syscall_of`]).
-    pub kernel_by_syscall: Vec<(String, f64)>,
-    /// The profiled repetition's req/s ÷ the cell's measured median: what sampling cost.
-    pub speed_vs_median: Option<f64>,
-    /// The flame graph and the folded stacks, as written beside results.json.
-    pub flamegraph: String,
-    pub folded_file: String,
-    /// The folded stacks (`frame;frame;leaf` and their samples), written to
-    /// `folded_file` rather than into results.json.
-    #[serde(skip)]
-    pub folded: Vec<(String, u64)>,
-}
 
 /// The `perf record` command line `--profile` samples with: cpu-clock at [`HZ`] on `cpus`,
 /// kernel and user stacks (DWARF), into `data`.
@@ -426,125 +386,3 @@ const LIBC_RESERVED: [&str; 9] = [
     "__vdso",
     "__clock",
 ];
-
-/// The folded stacks scaled to nanoseconds per request (what the graphs draw).
-fn per_request(profile: &Profile) -> Vec<String> {
-    let ns = 1e9 / f64::from(HZ) / profile.requests.max(1) as f64;
-    profile
-        .folded
-        .iter()
-        .map(|(stack, n)| format!("{stack} {}", (*n as f64 * ns).round() as u64))
-        .filter(|line| !line.ends_with(" 0"))
-        .collect()
-}
-
-fn graph_options(title: String, subtitle: String) -> inferno::flamegraph::Options<'static> {
-    let mut options = inferno::flamegraph::Options::default();
-    options.title = title;
-    options.subtitle = Some(subtitle);
-    options.count_name = "ns/request".into();
-    // Frames under 0.2 % of the width are left out: unreadable anyway, and they are what
-    // makes a flame graph file large.
-    options.min_width = 0.2;
-    options.hash = true;
-    options.deterministic = true;
-    options
-}
-
-/// Draws `profile`'s flame graph into `path` (an interactive SVG).
-pub fn flamegraph(profile: &Profile, title: &str, path: &Path) -> Result<(), String> {
-    let lines = per_request(profile);
-    let mut options = graph_options(
-        title.to_string(),
-        format!(
-            "{} samples at {HZ} Hz over {} requests: {:.2} µs of server CPU per request; width = ns per request",
-            profile.samples, profile.requests, profile.us_per_req
-        ),
-    );
-    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    inferno::flamegraph::from_lines(
-        &mut options,
-        lines.iter().map(String::as_str),
-        std::io::BufWriter::new(file),
-    )
-    .map_err(|e| format!("drawing {}: {e}", path.display()))
-}
-
-/// Draws the differential flame graph from `before` to `after` into `path`: the shape is
-/// `after`'s, red where `after` spends more ns per request than `before`, blue where less.
-pub fn differential(
-    before: &Profile,
-    after: &Profile,
-    title: &str,
-    path: &Path,
-) -> Result<(), String> {
-    let (a, b) = (
-        per_request(before).join("\n"),
-        per_request(after).join("\n"),
-    );
-    let mut diff = Vec::new();
-    // Both are already per request: normalising would hide the very difference drawn.
-    let options = inferno::differential::Options {
-        normalize: false,
-        ..Default::default()
-    };
-    inferno::differential::from_readers(options, a.as_bytes(), b.as_bytes(), &mut diff)
-        .map_err(|e| format!("differential: {e}"))?;
-    let mut options = graph_options(
-        title.to_string(),
-        format!(
-            "{:.2} → {:.2} µs of server CPU per request; red: more ns per request, blue: fewer",
-            before.us_per_req, after.us_per_req
-        ),
-    );
-    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let text = String::from_utf8_lossy(&diff);
-    inferno::flamegraph::from_lines(&mut options, text.lines(), std::io::BufWriter::new(file))
-        .map_err(|e| format!("drawing {}: {e}", path.display()))
-}
-
-/// The "where the CPU goes" table: one row per profiled cell, µs per request by
-/// component. Empty when no cell was profiled.
-pub fn table(rows: &[(String, &Profile)]) -> String {
-    if rows.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from(
-        "\nwhere the CPU goes (--profile: perf cpu-clock samples of the server's processes, µs per request):\n\n| cell | sampled µs/req |",
-    );
-    for c in COMPONENTS {
-        let _ = write!(out, " {c} |");
-    }
-    out.push_str(
-        " kernel share | kernel by system call | speed while sampled | flame graph |\n|---|---:|",
-    );
-    out.push_str(&"---:|".repeat(COMPONENTS.len() + 1));
-    out.push_str("---|---:|---|\n");
-    for (cell, p) in rows {
-        let _ = write!(out, "| {cell} | {:.2} |", p.us_per_req);
-        for (_, us) in &p.components {
-            let _ = write!(out, " {us:.2} |");
-        }
-        let kernel = p.components.first().map_or(0.0, |(_, us)| *us);
-        let calls: Vec<String> = p
-            .kernel_by_syscall
-            .iter()
-            .take(4)
-            .map(|(name, us)| format!("{name} {us:.2}"))
-            .collect();
-        let _ = writeln!(
-            out,
-            " {:.0} % | {} | {} | {} |",
-            100.0 * kernel / p.us_per_req.max(f64::MIN_POSITIVE),
-            calls.join(" · "),
-            p.speed_vs_median
-                .map_or("–".into(), |s| format!("{:.0} %", 100.0 * s)),
-            p.flamegraph
-        );
-    }
-    // After a blank line: a markdown table would take the line for one of its rows.
-    out.push_str(
-        "\ncodec & handler: archzoo's shared codec and handler (or hyper); runtime & loop: tokio, may, glommio, mio and each server's own loop; an inlined frame counts as the function it was inlined into. kernel by system call: the four largest, µs per request. speed while sampled: the profiled repetition's req/s ÷ the measured median — what DWARF unwinding cost.\n",
-    );
-    out
-}

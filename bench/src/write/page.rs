@@ -13,34 +13,12 @@
 use std::path::Path;
 
 use askama::Template;
-use serde::{Deserialize, Serialize};
 
-use crate::chart::{self, Colours};
-use crate::report::{self, Cell, Figures, Verdict};
-
-/// What results.json holds: the run's set-up and every cell — or, for a run that measures
-/// something other than the matrix, its rows (`--idle-conns`, `--attack`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Results {
-    pub meta: serde_json::Value,
-    #[serde(default)]
-    pub cells: Vec<Cell>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub idle: Vec<crate::idle::Row>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attack: Vec<crate::attack::Row>,
-}
-
-impl Results {
-    /// Reads `dir/results.json`.
-    pub fn load(dir: &Path) -> Result<Results, String> {
-        let path = dir.join("results.json");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a bench results.json: {e}", path.display()))
-    }
-}
+use super::chart::{self, Colours};
+use super::table::{self, Entry, Figures};
+use super::{attack, fidelity, idle, profile, slo};
+use crate::model::cell::{first_seen, Cell, Verdict};
+use crate::model::Results;
 
 /// Markdown (a paragraph, a table) as HTML.
 fn html(markdown: &str) -> String {
@@ -161,7 +139,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
     let slo = meta["slo"]["percentile"]
         .as_f64()
         .zip(meta["slo"]["limit_ms"].as_f64())
-        .map(|(percentile, limit_ms)| crate::slo::Target {
+        .map(|(percentile, limit_ms)| crate::model::slo::Target {
             percentile,
             limit_ms,
         });
@@ -178,11 +156,11 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         });
     }
 
-    let table = report::table(cells);
+    let table = table::table(cells);
     let flames = cells.iter().any(|c| c.profile.is_some());
     // A set-up column every row shares (one stack, one worker count, one concurrency …)
     // leaves the table for a line above it, so that the figures fit a window's width.
-    let shared: Vec<usize> = (2..report::HEAD_COLUMNS)
+    let shared: Vec<usize> = (2..table::HEAD_COLUMNS)
         .filter(|&i| {
             table.rows.len() > 1
                 && table
@@ -197,7 +175,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         .collect::<Vec<_>>()
         .join(" · ");
     // A figure no measured row has (imbalance with one worker) is no column either.
-    let measured: Vec<&Vec<report::Entry>> = table
+    let measured: Vec<&Vec<Entry>> = table
         .rows
         .iter()
         .filter_map(|r| match &r.figures {
@@ -205,17 +183,17 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             _ => None,
         })
         .collect();
-    let empty: Vec<usize> = (report::HEAD_COLUMNS..table.columns.len())
+    let empty: Vec<usize> = (table::HEAD_COLUMNS..table.columns.len())
         .filter(|&i| {
             !measured.is_empty()
                 && measured.iter().all(|f| {
-                    let e = &f[i - report::HEAD_COLUMNS];
+                    let e = &f[i - table::HEAD_COLUMNS];
                     e.sort.is_none() && e.text == "–"
                 })
         })
         .collect();
     let shown = |i: &usize| !shared.contains(i) && !empty.contains(i);
-    let figure_columns = (report::HEAD_COLUMNS..table.columns.len())
+    let figure_columns = (table::HEAD_COLUMNS..table.columns.len())
         .filter(|i| shown(i))
         .count();
     let columns: Vec<ColumnView> = table
@@ -229,7 +207,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             numeric: c.numeric,
         })
         .collect();
-    let entry = |e: &report::Entry, numeric: bool, class: &str| EntryView {
+    let entry = |e: &Entry, numeric: bool, class: &str| EntryView {
         text: e.text.clone(),
         sort: e.sort.map_or(String::new(), |v| v.to_string()),
         numeric,
@@ -252,13 +230,13 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
                 Figures::Measured(figures) => {
                     for (i, (e, c)) in figures
                         .iter()
-                        .zip(&table.columns[report::HEAD_COLUMNS..])
+                        .zip(&table.columns[table::HEAD_COLUMNS..])
                         .enumerate()
-                        .filter(|(i, _)| shown(&(i + report::HEAD_COLUMNS)))
+                        .filter(|(i, _)| shown(&(i + table::HEAD_COLUMNS)))
                     {
                         // The verdict's entry carries its class: the colour of the word.
                         let class = match row.verdict {
-                            Some(v) if Some(i + report::HEAD_COLUMNS) == verdict_at => {
+                            Some(v) if Some(i + table::HEAD_COLUMNS) == verdict_at => {
                                 format!("verdict {}", v.label())
                             }
                             _ => String::new(),
@@ -309,28 +287,28 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         own_table(
             "idle",
             "Idle keep-alive connections",
-            crate::idle::READING,
-            crate::idle::table(&results.idle),
+            idle::READING,
+            idle::table(&results.idle),
         );
     }
     if !results.attack.is_empty() {
         own_table(
             "attack",
             "Slow clients (Slowloris)",
-            crate::attack::READING,
-            crate::attack::table(&results.attack),
+            attack::READING,
+            attack::table(&results.attack),
         );
     }
     if let Some(target) = &slo {
         sections.push(Section {
             id: "capacity",
             title: "Capacity at the latency target",
-            html: html(&crate::slo::table(cells, target)),
+            html: html(&slo::table(cells, target)),
         });
     }
-    let profiled = report::profiled(cells);
+    let profiled = profile::profiled(cells);
     if !profiled.is_empty() {
-        let mut text = crate::profile::table(&profiled);
+        let mut text = profile::table(&profiled);
         // Every flame graph in the run's folder, the differential ones included.
         let mut graphs: Vec<String> = std::fs::read_dir(dir.join("flame"))
             .into_iter()
@@ -366,16 +344,16 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         sections.push(Section {
             id: "fidelity",
             title: "The models beside the real systems",
-            html: html(&crate::fidelity::table(
+            html: html(&fidelity::table(
                 cells,
-                &crate::fidelity::pairs(&peers),
+                &crate::model::fidelity::pairs(&peers),
                 workers,
                 server_cpus,
                 connections,
             )),
         });
     }
-    let by_name = report::by_name(cells);
+    let by_name = table::by_name(cells);
     if !by_name.is_empty() {
         sections.push(Section {
             id: "syscalls",
@@ -383,7 +361,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             html: html(&by_name),
         });
     }
-    let notes = report::notes(cells);
+    let notes = table::notes(cells);
     if !notes.is_empty() {
         let list: String = notes.lines().map(|l| format!("- {l}\n")).collect();
         sections.push(Section {
@@ -394,7 +372,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
     }
 
     let setup = setup(meta, cells);
-    // The CSV files report::write_files wrote (or an older run has): linked where they are.
+    // The CSV files files::write_files wrote (or an older run has): linked where they are.
     let csv_files = ["results.csv", "idle.csv", "attack.csv"]
         .into_iter()
         .filter(|file| dir.join(file).is_file())
@@ -491,8 +469,8 @@ fn summary(results: &Results) -> String {
         );
     }
     let cells = &results.cells;
-    let servers = report::first_seen(cells, |c| &c.variant);
-    let workloads = report::first_seen(cells, |c| &c.workload);
+    let servers = first_seen(cells, |c| &c.variant);
+    let workloads = first_seen(cells, |c| &c.workload);
     let measured = cells.iter().filter(|c| c.median().is_some()).count();
     let client_bound = cells
         .iter()

@@ -19,17 +19,16 @@
 //!   raises its `RLIMIT_NOFILE` (the hard limit too when it may, as root) before it starts
 //!   the server, which inherits it, or says exactly which limit stops it.
 
-use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use socket2::{Domain, Socket, Type};
 
-use crate::server;
+use crate::measure::server;
+use crate::model::idle::{Row, ONE_CONN};
 use variants::peers::{self, Peer};
 use variants::Variant;
 
@@ -101,103 +100,6 @@ fn round(conns: &mut [TcpStream]) -> usize {
     }
     answered
 }
-
-/// One server's figures: what its idle connections cost and whether they were answered.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub variant: String,
-    pub model: String,
-    /// Why there are no figures: a model that holds no idle connection, a server that did
-    /// not start, a descriptor limit.
-    #[serde(default)]
-    pub missing: Option<String>,
-    /// Connections opened and answered once, then left idle.
-    #[serde(default)]
-    pub held: usize,
-    #[serde(default)]
-    pub rss_before_kib: u64,
-    #[serde(default)]
-    pub rss_after_kib: u64,
-    /// Resident memory added per idle connection: (after − before) ÷ held.
-    #[serde(default)]
-    pub bytes_per_conn: u64,
-    /// Seconds spent connecting (the first round's answers not included).
-    #[serde(default)]
-    pub open_s: f64,
-    /// Seconds of the second round: one more request on every idle connection.
-    #[serde(default)]
-    pub round_s: f64,
-    /// Connections answered in the second round, and in the first.
-    #[serde(default)]
-    pub answered: usize,
-    #[serde(default)]
-    pub first_round: usize,
-    /// Where opening stopped short of N, and why.
-    #[serde(default)]
-    pub stopped_by: Option<String>,
-}
-
-impl Row {
-    fn missing(name: &str, model: &str, why: String) -> Row {
-        Row {
-            variant: name.to_string(),
-            model: model.to_string(),
-            missing: Some(why),
-            ..Row::default()
-        }
-    }
-}
-
-/// How to read [`table`], for the report page.
-pub const READING: &str = "Each server runs one worker. Its resident memory (every process, \
-summed) is measured after a warm-up burst and again once N keep-alive connections have each \
-made a request and gone quiet; the difference over N is what one idle connection costs it. \
-Then every connection makes one more request: the answer round shows they are all still \
-served, and how long one pass over all of them takes. A model with one connection per \
-worker holds no idle connection at all: its workers wait for them.";
-
-/// The markdown table of `rows`.
-pub fn table(rows: &[Row]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| variant | model | idle connections | RSS before (MiB) | RSS after (MiB) | bytes per connection | open (s) | answer round (s) | still answered |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for r in rows {
-        let (name, model) = (&r.variant, &r.model);
-        match &r.missing {
-            Some(why) if why == ONE_CONN => {
-                let _ = writeln!(out, "| {name} | {model} | – | – | – | {why} | – | – | – |");
-            }
-            Some(why) => {
-                let _ = writeln!(out, "| {name} | {model} | FAILED: {why} | | | | | | |");
-            }
-            None => {
-                let note = r
-                    .stopped_by
-                    .as_ref()
-                    .map_or(String::new(), |s| format!("; {s}"));
-                let _ = writeln!(
-                    out,
-                    "| {name} | {model} | {} | {:.1} | {:.1} | {} | {:.2} | {:.2} | {} of {} (first round {}){note} |",
-                    r.held,
-                    r.rss_before_kib as f64 / 1024.0,
-                    r.rss_after_kib as f64 / 1024.0,
-                    r.bytes_per_conn,
-                    r.open_s,
-                    r.round_s,
-                    r.answered,
-                    r.held,
-                    r.first_round,
-                );
-            }
-        }
-    }
-    out
-}
-
-/// Why a one-connection-per-worker model has no row of figures.
-const ONE_CONN: &str = "one connection per worker";
 
 /// Every variant, then every peer, each with one worker.
 pub fn run(

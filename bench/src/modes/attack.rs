@@ -7,16 +7,14 @@
 //! slow connections at little cost and keeps answering. While the attack runs, a probe
 //! makes a fresh request every 250 ms and counts how many are answered within 2 s.
 
-use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-use crate::server;
+use crate::measure::server;
+use crate::model::attack::Row;
 use variants::launch;
 use variants::Variant;
 
@@ -56,81 +54,6 @@ fn verdict(output: &str) -> String {
         .rev()
         .find_map(|l| l.split("service available:").nth(1))
         .map_or_else(|| "?".into(), |v| v.trim().to_string())
-}
-
-/// One server under the attack: did normal clients get through?
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub variant: String,
-    pub model: String,
-    pub workers: usize,
-    /// Why there are no figures: the server or slowhttptest did not start.
-    #[serde(default)]
-    pub missing: Option<String>,
-    /// Slow connections slowhttptest held open.
-    #[serde(default)]
-    pub connections: usize,
-    /// Probes answered within 2 s, of those made.
-    #[serde(default)]
-    pub probes_answered: usize,
-    #[serde(default)]
-    pub probes: usize,
-    /// The slowest probe (2,000 for one not answered).
-    #[serde(default)]
-    pub slowest_probe_ms: u64,
-    /// slowhttptest's own last verdict, "YES" or "NO".
-    #[serde(default)]
-    pub service_available: String,
-}
-
-impl Row {
-    fn missing(v: &Variant, workers: usize, why: String) -> Row {
-        Row {
-            variant: v.name.to_string(),
-            model: v.model.to_string(),
-            workers,
-            missing: Some(why),
-            ..Row::default()
-        }
-    }
-}
-
-/// How to read [`table`], for the report page.
-pub const READING: &str = "slowhttptest -H (Slowloris) holds the slow connections open, each \
-sending its request head a few bytes at a time and never finishing it, while a probe makes a \
-fresh request every 250 ms and waits at most 2 s for the answer. A server that gives a worker \
-to each connection serves nobody else until its header timeout frees them; an event-driven \
-one holds the slow connections at little cost and answers every probe.";
-
-/// The markdown table of `rows`.
-pub fn table(rows: &[Row]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| variant | model | workers | slow connections | probes answered | slowest probe ms | slowhttptest: service available |\n|---|---|---:|---:|---:|---:|---|"
-    );
-    for r in rows {
-        let _ = match &r.missing {
-            Some(why) => writeln!(
-                out,
-                "| {} | {} | {} | {why} | | | |",
-                r.variant, r.model, r.workers
-            ),
-            None => writeln!(
-                out,
-                "| {} | {} | {} | {} | {} of {} | {} | {} |",
-                r.variant,
-                r.model,
-                r.workers,
-                r.connections,
-                r.probes_answered,
-                r.probes,
-                r.slowest_probe_ms,
-                r.service_available
-            ),
-        };
-    }
-    out
 }
 
 /// Runs the attack on every variant.

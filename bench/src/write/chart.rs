@@ -13,7 +13,7 @@
 
 use askama::Template;
 
-use crate::report::{self, Cell, Verdict};
+use crate::model::cell::{first_seen, min_max, Cell, Run, Verdict};
 
 /// Colours, one per server: the variant table's rows first, in its order (an
 /// architecture's modes in a lighter shade of its hue), then the built-in peers in theirs,
@@ -45,7 +45,7 @@ impl Colours {
                         .map(|i| variants::VARIANTS.len() + i)
                 })
         };
-        let named: Vec<(&str, Option<usize>)> = report::first_seen(cells, |c| &c.variant)
+        let named: Vec<(&str, Option<usize>)> = first_seen(cells, |c| &c.variant)
             .into_iter()
             .map(|name| (name, fixed(name).map(|i| i % PALETTE.len())))
             .collect();
@@ -99,10 +99,10 @@ pub struct Metric {
 }
 
 /// The median run's figure, with its range over the repetitions.
-fn over_runs(cell: &Cell, get: fn(&crate::report::Run) -> Option<f64>) -> Option<Figure> {
+fn over_runs(cell: &Cell, get: fn(&Run) -> Option<f64>) -> Option<Figure> {
     let value = get(cell.median()?)?;
     let measured = cell.runs.iter().filter_map(get);
-    let range = report::min_max(measured.clone()).filter(|_| measured.count() > 1);
+    let range = min_max(measured.clone()).filter(|_| measured.count() > 1);
     Some(Figure { value, range })
 }
 
@@ -382,7 +382,7 @@ impl BarChart {
         }
         let mut y = ly + 12.0;
         let (mut panels, mut groups, mut bars) = (Vec::new(), Vec::new(), Vec::new());
-        for workload in report::first_seen(cells, |c| &c.workload) {
+        for workload in first_seen(cells, |c| &c.workload) {
             let max = cells
                 .iter()
                 .zip(&figures)

@@ -1,0 +1,511 @@
+//! One cell of the matrix, in named steps ([`run_cell`]): the cell as planned, start the
+//! server, check its answer, warm up, measure each repetition with the server's CPU time
+//! counted around the client, then the instrumented repetitions — `--syscalls` under
+//! `perf stat`, `--profile` under `perf record` — each its own, so that no observer slows a
+//! measured one; stop it and read its `--stats`. Also what is fixed for a whole run (the
+//! [`Plan`]) and what one cell runs besides the server ([`CellSpec`]).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use variants::launch::{self, Server};
+use variants::peers::{Peer, Workers};
+use variants::{Variant, Workload};
+
+use super::client::{self, Amount, Load};
+use super::{perf, procfs, profile, server};
+use crate::model::cell::{self, Cell, Run};
+use crate::model::client::Client;
+use crate::model::profile::Profile;
+
+/// Everything fixed for the whole matrix.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The load generator, and requests per write when pipelining (wrk).
+    pub client: Client,
+    pub pipeline: Option<u32>,
+    /// The `/db` file every server is started with.
+    pub db: PathBuf,
+    /// The `/pg` database (`--pg`, or the cluster `bench` started), for the pg workloads.
+    pub pg: Option<String>,
+    /// The postmaster of the cluster `bench` started: its backends' CPU per request is
+    /// measured beside the server's in the pg workloads.
+    pub db_pid: Option<i32>,
+    /// A server already running elsewhere (`--url`), instead of the variants.
+    pub url: Option<String>,
+    pub server_cpus: Vec<usize>,
+    pub client_cpus: Vec<usize>,
+    pub workers: usize,
+    pub warmup: Option<Duration>,
+    pub reps: u32,
+    pub amount: Amount,
+    pub bin_dir: PathBuf,
+    pub script: PathBuf,
+    pub syscalls: bool,
+    /// `--profile`: one extra repetition per cell under `perf record`.
+    pub profile: bool,
+}
+
+/// What a cell measures.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// An archzoo variant.
+    Model(Variant),
+    /// A real third-party server (`--peers`, `--peer`).
+    Peer(Peer),
+    /// A server already running elsewhere (`--url`).
+    Url(String),
+}
+
+impl Target {
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Model(v) => v.name,
+            Target::Peer(p) => &p.name,
+            Target::Url(_) => "external",
+        }
+    }
+}
+
+/// What one cell runs, besides the server: the handler stack, the workload, keep-alive,
+/// client connections, the server's workers (the plan's, or a signature's own) and, for
+/// the open loop, the offered rate.
+#[derive(Debug, Clone, Copy)]
+pub struct CellSpec<'a> {
+    pub stack: &'a str,
+    pub workload: Workload,
+    pub keep_alive: bool,
+    pub connections: u32,
+    pub workers: usize,
+    pub rate: Option<u32>,
+}
+
+/// Runs one cell, step by step: the cell as planned, start its server, check its answer,
+/// warm up, the measured repetitions, the instrumented ones, stop. A step that fails says
+/// why in the cell, and the cell ends there.
+pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
+    let mut cell = planned(plan, target, spec);
+    if let Some(why) = not_applicable(target, &spec.workload) {
+        cell.failure = Some(why);
+        return cell;
+    }
+    let mut run = match Started::start(plan, target, spec) {
+        Ok(run) => run,
+        Err(e) => {
+            cell.failure = Some(e);
+            return cell;
+        }
+    };
+    cell.server_command = run.server.as_ref().map(|s| s.command.clone());
+    if let Err(e) = run.validate(&mut cell, matches!(target, Target::Model(_))) {
+        cell.failure = Some(e);
+        return cell;
+    }
+    run.warm_up();
+    run.repetitions(&mut cell);
+    run.instrumented(&mut cell);
+    run.stop(&mut cell);
+    note_errors(&mut cell);
+    cell
+}
+
+/// The cell before anything ran: what it is, and what its model predicts of it.
+fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
+    let CellSpec {
+        stack,
+        workload,
+        keep_alive,
+        connections,
+        workers,
+        rate,
+    } = *spec;
+    let mut cell = Cell {
+        variant: target.name().to_string(),
+        model: match target {
+            Target::Model(v) => v.model.to_string(),
+            Target::Peer(p) => p.what.clone(),
+            Target::Url(_) => String::new(),
+        },
+        stack: stack.to_string(),
+        workers,
+        server_cpus: plan.server_cpus.clone(),
+        client_cpus: plan.client_cpus.clone(),
+        workload: workload.name.to_string(),
+        keep_alive,
+        connections,
+        client: plan.client,
+        pipeline: plan.pipeline,
+        rate,
+        runs: Vec::new(),
+        failure: None,
+        server_command: None,
+        peak_rss_kib: None,
+        worker_requests: Vec::new(),
+        worker_cpu_secs: Vec::new(),
+        counted: None,
+        profile: None,
+        notes: Vec::new(),
+    };
+    if let Target::Model(v) = target {
+        if v.one_conn_per_worker && keep_alive && (workers as u32) < connections {
+            let turns = if v.holds_keep_alive {
+                "each behind the one a worker holds, for up to 100 requests or 5 idle seconds (as Apache prefork)"
+            } else {
+                "and while they do every response says `Connection: close` (keep-alive only while nobody waits)"
+            };
+            cell.notes.push(format!(
+                "one connection per worker: only {workers} of {connections} keep-alive connections are served at a time, the rest wait in the accept queue, {turns}"
+            ));
+        }
+    }
+    cell
+}
+
+/// Why `target` cannot run `workload` at all (`n/a …`), if it cannot.
+fn not_applicable(target: &Target, workload: &Workload) -> Option<String> {
+    let Target::Peer(peer) = target else {
+        return None;
+    };
+    if peer.builtin && workload.needs_database() {
+        return Some("n/a (the built-in peers have no /pg route)".into());
+    }
+    peer.unsupported(workload.name)
+        .map(|why| format!("n/a ({why})"))
+}
+
+/// A cell whose server is up (or at a `--url`): what every later step needs.
+struct Started<'a> {
+    plan: &'a Plan,
+    spec: &'a CellSpec<'a>,
+    /// None for `--url`: a server that is not ours to start, stop or measure.
+    server: Option<Server>,
+    /// The workload's address on the server.
+    url: String,
+    /// The database's postmaster, for the pg workloads.
+    db: Option<i32>,
+    /// How a peer's workers are told apart, for its balance (a model counts its requests).
+    workers_are: Option<Workers>,
+    /// Each worker's CPU before the measured repetitions (a peer's).
+    cpu_before: Option<Vec<(i32, f64)>>,
+}
+
+impl<'a> Started<'a> {
+    /// Starts the target's server with the cell's flags (a model with its stack and
+    /// databases, a peer as its command says); nothing to start for `--url`.
+    fn start(plan: &'a Plan, target: &Target, spec: &'a CellSpec<'a>) -> Result<Self, String> {
+        let workload = &spec.workload;
+        let server = match target {
+            Target::Peer(peer) => Some(server::start_peer(
+                peer,
+                spec.workers,
+                &plan.server_cpus,
+                &plan.db,
+                plan.pg.as_deref(),
+            )?),
+            Target::Model(v) => {
+                let mut args = vec![
+                    "--stack".to_string(),
+                    spec.stack.to_string(),
+                    "--db".into(),
+                    plan.db.display().to_string(),
+                ];
+                if let Some(url) = plan.pg.as_ref().filter(|_| workload.needs_database()) {
+                    args.extend(["--pg".to_string(), url.clone()]);
+                }
+                Some(server::start(
+                    &plan.bin_dir,
+                    v,
+                    spec.workers,
+                    &plan.server_cpus,
+                    &args,
+                )?)
+            }
+            Target::Url(_) => None,
+        };
+        let base = match (&server, target) {
+            (Some(s), _) => format!("http://{}", s.addr),
+            (None, Target::Url(url)) => url.trim_end_matches('/').to_string(),
+            (None, _) => unreachable!("a started server or a URL"),
+        };
+        Ok(Started {
+            plan,
+            spec,
+            server,
+            url: format!("{base}{}", workload.path),
+            db: plan.db_pid.filter(|_| workload.needs_database()),
+            workers_are: match target {
+                Target::Peer(p) => Some(p.workers_are),
+                _ => None,
+            },
+            cpu_before: None,
+        })
+    }
+
+    /// Checks the server's answer to the workload. Models must answer exactly as archzoo
+    /// does (`strict`); a peer must answer the body right, and the headers it lacks are
+    /// noted.
+    fn validate(&self, cell: &mut Cell, strict: bool) -> Result<(), String> {
+        if let Some(s) = &self.server {
+            let notes = server::validate(s.addr, &self.spec.workload, strict)
+                .map_err(|e| format!("invalid response: {e}"))?;
+            cell.notes.extend(notes);
+        }
+        Ok(())
+    }
+
+    /// One client invocation of this cell.
+    fn load(&self, amount: Amount) -> Load<'_> {
+        Load {
+            client: self.plan.client,
+            url: &self.url,
+            connections: self.spec.connections,
+            keep_alive: self.spec.keep_alive,
+            amount,
+            pipeline: self.plan.pipeline,
+            script: &self.plan.script,
+            rate: self.spec.rate,
+        }
+    }
+
+    /// The server's processes and threads now (it may have forked since the start).
+    fn pids(&self) -> Option<Vec<i32>> {
+        self.server.as_ref().map(|s| procfs::tree(s.pid()))
+    }
+
+    fn settle(&self) {
+        settle(self.server.as_ref().map(|s| s.addr));
+    }
+
+    /// The plan's warm-up, unmeasured.
+    fn warm_up(&self) {
+        if let Some(w) = self.plan.warmup {
+            let _ = measure(
+                self.plan,
+                &self.load(Amount::Duration(w)),
+                None,
+                false,
+                None,
+            );
+            self.settle();
+        }
+    }
+
+    fn worker_cpu(&self, pids: &[i32]) -> Option<Vec<(i32, f64)>> {
+        self.workers_are
+            .and_then(|w| procfs::worker_cpu(pids, w).ok())
+    }
+
+    /// The measured repetitions, each with the server's CPU counted around the client; a
+    /// failed one, or a server that died, ends them.
+    fn repetitions(&mut self, cell: &mut Cell) {
+        let pids = self.pids();
+        self.cpu_before = pids.as_deref().and_then(|p| self.worker_cpu(p));
+        for _ in 0..self.plan.reps {
+            match measure(
+                self.plan,
+                &self.load(self.plan.amount),
+                pids.as_deref(),
+                false,
+                self.db,
+            ) {
+                Ok(run) => cell.runs.push(run),
+                Err(e) => {
+                    cell.failure = Some(e);
+                    break;
+                }
+            }
+            self.settle();
+            if let Some(s) = self.server.as_mut() {
+                if !s.alive() {
+                    cell.failure = Some("the server died during the run".into());
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The observed repetitions after the measured ones, each its own so that no
+    /// observer slows a measured one: `--syscalls` under `perf stat`, `--profile` under
+    /// `perf record`.
+    fn instrumented(&self, cell: &mut Cell) {
+        let Some(pids) = self.pids().filter(|_| cell.failure.is_none()) else {
+            return;
+        };
+        if self.plan.syscalls {
+            // Counting by name enables a tracepoint per system call on every thread of the
+            // server, which costs each of its context switches: a repetition of its own, so
+            // the measured ones run unobserved.
+            match measure(
+                self.plan,
+                &self.load(self.plan.amount),
+                Some(&pids),
+                true,
+                None,
+            ) {
+                Ok(run) => cell.counted = Some(run),
+                Err(e) => cell.notes.push(format!("no system call count: {e}")),
+            }
+        }
+        if self.plan.profile {
+            // After the measured repetitions, so that sampling cannot change them.
+            let pids = self.pids().unwrap_or(pids);
+            match profiled(self.plan, &self.load(self.plan.amount), &pids, cell) {
+                Ok(profile) => cell.profile = Some(profile),
+                Err(e) => cell.notes.push(format!("no profile: {e}")),
+            }
+        }
+    }
+
+    /// Stops the server and reads what it leaves: its workers' CPU since the first
+    /// repetition (a peer's balance), its peak memory, and its `--stats` (each worker's
+    /// requests).
+    fn stop(self, cell: &mut Cell) {
+        let Some(s) = &self.server else { return };
+        let pids = procfs::tree(s.pid());
+        if let (Some(before), Some(after)) = (&self.cpu_before, self.worker_cpu(&pids)) {
+            cell.worker_cpu_secs = procfs::busiest(before, &after, self.spec.workers);
+        }
+        cell.peak_rss_kib = Some(procfs::peak_rss_kib(&pids));
+        let Some(s) = self.server else { return };
+        cell.worker_requests = s
+            .stop(server::STOP_GRACE)
+            .iter()
+            .filter_map(|l| l["requests"].as_u64())
+            .collect();
+    }
+}
+
+/// A note of the first repetition with errors: the figures stand, but say they include them.
+fn note_errors(cell: &mut Cell) {
+    for run in &cell.runs {
+        let o = &run.outcome;
+        if o.failed + o.non_2xx + o.timeouts > 0 {
+            cell.notes.push(format!(
+                "{} failed, {} non-2xx, {} timeouts in one repetition",
+                o.failed, o.non_2xx, o.timeouts
+            ));
+            break;
+        }
+    }
+}
+
+/// One more repetition of `cell` with the server's CPUs sampled (`--profile`): its
+/// samples folded, its speed beside the measured median, its files named after the cell.
+fn profiled(plan: &Plan, load: &Load, pids: &[i32], cell: &Cell) -> Result<Profile, String> {
+    let recording = profile::Recording::start(&plan.server_cpus)?;
+    let run = measure(plan, load, Some(pids), false, None);
+    let script = recording.stop(pids)?;
+    let run = run?;
+    let folded = profile::fold(&script)?;
+    if folded.is_empty() {
+        return Err("perf recorded no sample of the server's processes".into());
+    }
+    let mut profile = profile::profile(folded, run.outcome.requests);
+    profile.speed_vs_median = cell
+        .median()
+        .filter(|m| m.outcome.rps > 0.0)
+        .map(|m| run.outcome.rps / m.outcome.rps);
+    let key = cell.key();
+    profile.flamegraph = format!("flame/{key}.svg");
+    profile.folded_file = format!("flame/{key}.folded");
+    Ok(profile)
+}
+
+/// Waits until the server has worked through what the last client left behind. A client
+/// stopped by the clock abandons its requests in flight, but a server that takes its
+/// connections one at a time (a blocking worker, an event loop blocked on the database)
+/// still answers every one of them, in order, before anything new: measured at
+/// `pg-slow`, the next repetition of `prefork-blocking` ran at 15 req/s instead of its 45
+/// because it spent two of its three seconds on the 99 requests the previous `ab -c 100`
+/// had left. One request on a new connection, answered only after those, marks the end.
+fn settle(addr: Option<std::net::SocketAddr>) {
+    use std::io::{Read, Write};
+    let Some(addr) = addr else { return };
+    let limit = Duration::from_secs(120);
+    let Ok(mut probe) = std::net::TcpStream::connect_timeout(&addr, limit) else {
+        return;
+    };
+    let _ = probe.set_read_timeout(Some(limit));
+    if probe
+        .write_all(b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .is_ok()
+    {
+        let _ = probe.read_to_end(&mut Vec::new());
+    }
+}
+
+/// One client run with the server's (and the client's) CPU accounted around it, the
+/// database's when `db` names its postmaster, and the server's system calls when
+/// `syscalls` (`perf stat`).
+fn measure(
+    plan: &Plan,
+    load: &Load,
+    server_pids: Option<&[i32]>,
+    syscalls: bool,
+    db: Option<i32>,
+) -> Result<Run, String> {
+    let argv = client::command(load)?;
+    let limit = match load.amount {
+        Amount::Duration(d) => d + Duration::from_secs(20),
+        Amount::Requests(_) => Duration::from_secs(600),
+    };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let before = server_pids.map(procfs::usage);
+    let db_before = db.map(|pid| procfs::cpu_by_pid(&procfs::tree(pid)));
+    let perf = match (syscalls, server_pids) {
+        (true, Some(pids)) => perf::start(pids),
+        _ => None,
+    };
+    let started = Instant::now();
+    let mut child = launch::spawn_pinned(cmd, &plan.client_cpus)
+        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+        }
+        text
+    });
+    let (code, client_cpu) = launch::wait_pinned(&mut child, limit);
+    let wall = started.elapsed().as_secs_f64();
+    let after = server_pids.map(procfs::usage);
+    let db_spent = db_before
+        .zip(db)
+        .map(|(before, pid)| procfs::cpu_spent(&before, &procfs::cpu_by_pid(&procfs::tree(pid))));
+    let counts = perf.map(perf::stop).unwrap_or_default();
+    let text = reader.join().unwrap_or_default();
+    let outcome = client::parse(load.client, &text).map_err(|e| match code {
+        None => format!("{} overran its time limit and was killed", argv[0]),
+        Some(c) => format!("{} exited with {c}: {e}", argv[0]),
+    })?;
+    let spent = before.zip(after).map(|(b, a)| a.since(&b));
+    let per_req = |x: f64| (outcome.requests > 0).then(|| x / outcome.requests as f64);
+    let server_cpu_pct =
+        spent.map(|s| 100.0 * s.cpu_secs / wall / plan.server_cpus.len().max(1) as f64);
+    let client_cpu_pct = 100.0 * client_cpu / wall;
+    Ok(Run {
+        server_cpu_us_per_req: spent.and_then(|s| per_req(s.cpu_secs * 1e6)),
+        db_cpu_us_per_req: db_spent.and_then(|s| per_req(s * 1e6)),
+        voluntary_switches_per_req: spent.and_then(|s| per_req(s.voluntary_switches as f64)),
+        involuntary_switches_per_req: spent.and_then(|s| per_req(s.involuntary_switches as f64)),
+        syscalls_per_req: counts.syscalls.and_then(|n| per_req(n as f64)),
+        uring_submissions_per_req: counts.submissions.and_then(|n| per_req(n as f64)),
+        syscalls_by_name: counts
+            .by_name
+            .iter()
+            .filter_map(|(name, n)| Some((name.clone(), per_req(*n as f64)?)))
+            .collect(),
+        verdict: cell::verdict(server_cpu_pct, client_cpu_pct),
+        server_cpu_pct,
+        client_cpu_pct,
+        wall_secs: wall,
+        command: argv.join(" "),
+        outcome,
+    })
+}

@@ -1,0 +1,292 @@
+//! A run's data: each cell of the matrix with every repetition and its figures, and the
+//! verdict rule that says who limited a run (the lesson of the `ab -c 1000` post). What
+//! results.json holds, measured by `measure`, read by the writers.
+
+use serde::{Deserialize, Serialize};
+
+use super::client::{Client, Outcome};
+use super::profile::Profile;
+
+/// CPU use (percent of the CPUs a side was given) at which that side is the bottleneck.
+pub const BOUND_PCT: f64 = 90.0;
+
+/// Share of an offered rate below which an open-loop cell did not keep up.
+pub const SHORTFALL: f64 = 0.95;
+
+/// Who limited a run — the lesson of the `ab -c 1000` post.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The server used ≥ 90 % of its CPUs: the figure measures the server.
+    ServerBound,
+    /// The client used ≥ 90 % of its CPU and the server did not: the figure is only a
+    /// lower bound for the server.
+    ClientBound,
+    /// Neither was saturated: too little concurrency, or everyone was waiting.
+    Neither,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::ServerBound => "server-bound",
+            Verdict::ClientBound => "client-bound",
+            Verdict::Neither => "neither",
+        }
+    }
+}
+
+/// The verdict rule. `server_pct` is None when the server is not ours to measure (`--url`).
+pub fn verdict(server_pct: Option<f64>, client_pct: f64) -> Verdict {
+    match server_pct {
+        Some(s) if s >= BOUND_PCT => Verdict::ServerBound,
+        _ if client_pct >= BOUND_PCT => Verdict::ClientBound,
+        _ => Verdict::Neither,
+    }
+}
+
+/// One repetition.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    pub outcome: Outcome,
+    pub wall_secs: f64,
+    /// Server CPU time ÷ wall time ÷ server CPUs, in percent.
+    pub server_cpu_pct: Option<f64>,
+    /// Client CPU time ÷ wall time, in percent of one CPU (ab and `wrk -t1` are one thread).
+    pub client_cpu_pct: f64,
+    pub server_cpu_us_per_req: Option<f64>,
+    /// The database's CPU time per request (its backends, pg workloads): on the server's
+    /// CPUs it is what waiting could not overlap.
+    pub db_cpu_us_per_req: Option<f64>,
+    pub voluntary_switches_per_req: Option<f64>,
+    pub involuntary_switches_per_req: Option<f64>,
+    pub syscalls_per_req: Option<f64>,
+    /// io_uring submissions per request (`--syscalls`, where perf can count them): work
+    /// handed to the kernel without a system call of its own.
+    pub uring_submissions_per_req: Option<f64>,
+    /// System calls per request by name (`--syscalls`), most frequent first.
+    #[serde(default)]
+    pub syscalls_by_name: Vec<(String, f64)>,
+    pub verdict: Verdict,
+    pub command: String,
+}
+
+/// One cell of the matrix, with every repetition. Read back from results.json by
+/// `bench --report`: fields added since a run was recorded are absent there, so every
+/// list defaults to empty (an absent `Option` is `None`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cell {
+    pub variant: String,
+    pub model: String,
+    /// `raw` or `framework` (the server's `--stack`).
+    pub stack: String,
+    pub workers: usize,
+    pub server_cpus: Vec<usize>,
+    pub client_cpus: Vec<usize>,
+    pub workload: String,
+    pub keep_alive: bool,
+    pub connections: u32,
+    pub client: Client,
+    pub pipeline: Option<u32>,
+    /// Offered requests per second (the open loop, `--rate`); `None`: closed loop.
+    pub rate: Option<u32>,
+    pub runs: Vec<Run>,
+    /// Why the cell has no figures (failed validation, did not start, died).
+    pub failure: Option<String>,
+    /// The server's command line, as started (a model's binary and flags, a peer's
+    /// command with its placeholders filled in); `None` for `--url`.
+    pub server_command: Option<String>,
+    pub peak_rss_kib: Option<u64>,
+    /// Requests per worker from the server's `--stats` (warm-up included).
+    #[serde(default)]
+    pub worker_requests: Vec<u64>,
+    /// CPU seconds of a peer's `workers` busiest workers over the measured repetitions,
+    /// busiest first, from /proc (`variants::peers::Workers` says which processes): how
+    /// evenly the work spread over a server that keeps no counts (a model's
+    /// `worker_requests` say it exactly).
+    #[serde(default)]
+    pub worker_cpu_secs: Vec<f64>,
+    /// `--syscalls`: one extra repetition under `perf stat`, apart from the measured ones —
+    /// the hundreds of `syscalls:sys_enter_*` tracepoints it counts cost every context
+    /// switch of the server, and slowed the measured figures (reactor-workers ×3 µs/req).
+    /// The system-call columns come from it.
+    pub counted: Option<Run>,
+    /// `--profile`: the samples of one extra repetition and what they say.
+    pub profile: Option<Profile>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl Cell {
+    /// The repetition with the median req/s.
+    pub fn median(&self) -> Option<&Run> {
+        let mut runs: Vec<&Run> = self.runs.iter().collect();
+        runs.sort_by(|a, b| a.outcome.rps.total_cmp(&b.outcome.rps));
+        runs.get(runs.len() / 2).copied()
+    }
+
+    pub fn rps_range(&self) -> (f64, f64) {
+        min_max(self.runs.iter().map(|r| r.outcome.rps)).unwrap_or((f64::INFINITY, 0.0))
+    }
+
+    /// True when `other` ran the same cell of the matrix for another server: the same
+    /// workload, keep-alive, concurrency, client, pipelining, rate, workers and stack —
+    /// the cells a chart draws side by side and a differential flame graph compares.
+    pub fn beside(&self, other: &Cell) -> bool {
+        (self.stack.as_str(), self.workers, self.group())
+            == (other.stack.as_str(), other.workers, other.group())
+    }
+
+    /// Busiest worker's requests ÷ the mean: 1.0 is a perfect spread.
+    pub fn imbalance(&self) -> Option<f64> {
+        let requests: Vec<f64> = self.worker_requests.iter().map(|&r| r as f64).collect();
+        busiest_over_mean(&requests)
+    }
+
+    /// How unevenly the work spread over the workers, busiest ÷ mean (1.0 even, `workers`
+    /// one worker did everything): from the requests each worker counted where it counts
+    /// them (the models' `--stats`), else from each worker's CPU time (a peer).
+    pub fn worker_balance(&self) -> Option<f64> {
+        self.imbalance()
+            .or_else(|| busiest_over_mean(&self.worker_cpu_secs))
+    }
+
+    /// `on` or `off`, as the tables write keep-alive.
+    pub fn keep_alive_label(&self) -> &'static str {
+        if self.keep_alive {
+            "on"
+        } else {
+            "off"
+        }
+    }
+
+    /// Client connections as the tables write them: `64`, or `64 ×16` when pipelined.
+    pub fn connections_label(&self) -> String {
+        match self.pipeline {
+            Some(p) => format!("{} ×{p}", self.connections),
+            None => self.connections.to_string(),
+        }
+    }
+
+    /// Achieved ÷ offered rate of the median run, when an open-loop cell reached less
+    /// than [`SHORTFALL`] of what it offered.
+    pub fn shortfall(&self) -> Option<f64> {
+        let offered = f64::from(self.rate?);
+        let share = self.median()?.outcome.rps / offered;
+        (share < SHORTFALL).then_some(share)
+    }
+
+    /// A name for the cell's files (`flame/<key>.svg`): what makes it differ from every
+    /// other cell of a run, in a file name's characters.
+    pub fn key(&self) -> String {
+        let mut key = format!(
+            "{}-{}-{}-ka-{}-c{}",
+            self.variant,
+            self.stack,
+            self.workload,
+            self.keep_alive_label(),
+            self.connections
+        );
+        if let Some(p) = self.pipeline {
+            key.push_str(&format!("x{p}"));
+        }
+        if let Some(r) = self.rate {
+            key.push_str(&format!("-r{r}"));
+        }
+        key.push_str(&format!("-w{}", self.workers));
+        key.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
+    /// What a cell shares with the cells it is compared with (the `× fastest` column,
+    /// the charts' groups): everything but the server, its stack and workers.
+    pub fn group(&self) -> (String, bool, u32, Client, Option<u32>, Option<u32>) {
+        (
+            self.workload.clone(),
+            self.keep_alive,
+            self.connections,
+            self.client,
+            self.pipeline,
+            self.rate,
+        )
+    }
+}
+
+/// The smallest and the largest of `values` (none for no values).
+pub fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    values.fold(None, |range, v| match range {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((f64::min(lo, v), f64::max(hi, v))),
+    })
+}
+
+/// The distinct values of `key` over `cells`, in the order they first appear: the
+/// servers or workloads of a run as it ran them.
+pub fn first_seen(cells: &[Cell], key: fn(&Cell) -> &str) -> Vec<&str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for cell in cells {
+        let k = key(cell);
+        if !seen.contains(&k) {
+            seen.push(k);
+        }
+    }
+    seen
+}
+
+/// The largest of `values` ÷ their mean, for two values or more (one is always even).
+fn busiest_over_mean(values: &[f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let max = values.iter().copied().fold(0.0, f64::max);
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    (mean > 0.0).then(|| max / mean)
+}
+
+#[cfg(test)]
+impl Run {
+    /// A client-bound repetition of 1,000 requests at `rps`, `cpu_us` each, for the tests
+    /// of the tables built from runs.
+    pub(crate) fn sample(rps: f64, cpu_us: f64) -> Run {
+        Run {
+            outcome: Outcome {
+                requests: 1000,
+                rps,
+                ..Outcome::default()
+            },
+            wall_secs: 1.0,
+            server_cpu_pct: Some(50.0),
+            client_cpu_pct: 99.0,
+            server_cpu_us_per_req: Some(cpu_us),
+            db_cpu_us_per_req: None,
+            voluntary_switches_per_req: None,
+            involuntary_switches_per_req: None,
+            syscalls_per_req: None,
+            uring_submissions_per_req: None,
+            syscalls_by_name: Vec::new(),
+            verdict: Verdict::ClientBound,
+            command: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_rule() {
+        assert_eq!(verdict(Some(95.0), 99.0), Verdict::ServerBound);
+        assert_eq!(verdict(Some(60.0), 97.0), Verdict::ClientBound);
+        assert_eq!(verdict(Some(60.0), 40.0), Verdict::Neither);
+        assert_eq!(verdict(None, 95.0), Verdict::ClientBound);
+        assert_eq!(verdict(Some(89.9), 89.9), Verdict::Neither);
+    }
+}

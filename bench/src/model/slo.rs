@@ -1,0 +1,106 @@
+//! `--slo p99=5ms`: the latency target a capacity is measured against, whether a probe
+//! kept it, and the search's bounds (the search itself is `modes::slo`).
+
+use std::str::FromStr;
+
+use super::cell::Cell;
+use super::client::millis;
+
+/// The first offered rate.
+pub const START: u32 = 1_000;
+/// Most probes per server: the search's bound in time (with `--duration 3`, about a
+/// minute a server).
+pub const MAX_PROBES: usize = 14;
+/// A latency target: a percentile and the most it may be.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Target {
+    /// 50, 90, 99 or 99.9.
+    pub percentile: f64,
+    pub limit_ms: f64,
+}
+
+impl FromStr for Target {
+    type Err = String;
+    /// `p99=5ms`, `p99.9=20ms`, `p90=500us`, `p50=1s`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("--slo takes pNN=TIME such as p99=5ms, not '{s}'");
+        let (p, t) = s.split_once('=').ok_or_else(bad)?;
+        let percentile: f64 = p
+            .strip_prefix('p')
+            .ok_or_else(bad)?
+            .parse()
+            .map_err(|_| bad())?;
+        if ![50.0, 90.0, 99.0, 99.9].contains(&percentile) {
+            return Err(format!(
+                "--slo: the percentiles measured are p50, p90, p99 and p99.9, not p{percentile}"
+            ));
+        }
+        let limit_ms = millis(t).ok_or_else(bad)?;
+        if limit_ms <= 0.0 {
+            return Err(bad());
+        }
+        Ok(Target {
+            percentile,
+            limit_ms,
+        })
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "p{} ≤ {} ms", self.percentile, self.limit_ms)
+    }
+}
+
+impl Target {
+    /// The cell's median-run figure for this percentile, in ms.
+    pub fn latency(&self, cell: &Cell) -> Option<f64> {
+        let o = &cell.median()?.outcome;
+        if self.percentile == 50.0 {
+            o.p50_ms
+        } else if self.percentile == 90.0 {
+            o.p90_ms
+        } else if self.percentile == 99.0 {
+            o.p99_ms
+        } else {
+            o.p999_ms
+        }
+    }
+
+    /// Whether a probe kept the target: measured, no errors, the rate reached, the
+    /// percentile within the limit. `Err` says why not.
+    pub fn kept(&self, cell: &Cell) -> Result<f64, String> {
+        let Some(run) = cell.median() else {
+            return Err(cell.failure.clone().unwrap_or_else(|| "no run".into()));
+        };
+        let o = &run.outcome;
+        if o.failed + o.non_2xx + o.timeouts > 0 {
+            return Err(format!("{} errors", o.failed + o.non_2xx + o.timeouts));
+        }
+        if let Some(share) = cell.shortfall() {
+            return Err(format!("achieved {:.0} % of the rate", 100.0 * share));
+        }
+        let latency = self.latency(cell).ok_or("no latency figure")?;
+        if latency > self.limit_ms {
+            return Err(format!("p{} {latency:.2} ms", self.percentile));
+        }
+        Ok(latency)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_with_their_units() {
+        let t: Target = "p99=5ms".parse().unwrap();
+        assert_eq!((t.percentile, t.limit_ms), (99.0, 5.0));
+        assert_eq!("p99.9=2s".parse::<Target>().unwrap().limit_ms, 2000.0);
+        assert_eq!("p50=500us".parse::<Target>().unwrap().limit_ms, 0.5);
+        assert!("p98=5ms".parse::<Target>().is_err());
+        assert!("p99=5".parse::<Target>().is_err());
+        assert!("99=5ms".parse::<Target>().is_err());
+        assert!("p99=-1ms".parse::<Target>().is_err());
+    }
+}

@@ -1,0 +1,39 @@
+//! `bench --fidelity`: the signature cells (`model::fidelity`) for every model and peer,
+//! run as the matrix runs its cells; the table is `write::fidelity`.
+
+use variants::WORKLOADS;
+
+use crate::measure::cell::{CellSpec, Plan, Target};
+use crate::model::fidelity;
+
+/// Each target's signature cells, with `stack` and `connections`, and the workers each
+/// signature asks for.
+pub fn jobs(
+    targets: &[Target],
+    plan: &Plan,
+    stack: &'static str,
+    connections: u32,
+) -> Vec<(Target, CellSpec<'static>)> {
+    let signatures = fidelity::cells(plan.workers, plan.server_cpus.len());
+    let mut jobs = Vec::new();
+    for target in targets {
+        for s in &signatures {
+            let workload = *WORKLOADS
+                .iter()
+                .find(|x| x.name == s.workload)
+                .expect("a workload");
+            jobs.push((
+                target.clone(),
+                CellSpec {
+                    stack,
+                    workload,
+                    keep_alive: s.keep_alive,
+                    connections,
+                    workers: s.workers,
+                    rate: None,
+                },
+            ));
+        }
+    }
+    jobs
+}

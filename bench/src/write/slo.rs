@@ -1,0 +1,83 @@
+//! The capacity table of an `--slo` run, from its probes.
+
+use std::fmt::Write as _;
+
+use crate::model::cell::{first_seen, Cell, SHORTFALL};
+use crate::model::slo::{Target, MAX_PROBES, START};
+
+/// The capacity table of an `--slo` run from its probes (`cells`, each server's in the
+/// order they ran): per server, the highest rate that kept the target, the latency and CPU
+/// per request there, and every probe.
+pub fn table(cells: &[Cell], slo: &Target) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| variant | model | workload | keep-alive | c | capacity at {slo} (req/s) | p{} there (ms) | CPU µs/req there | probes |\n|---|---|---|---|---:|---:|---:|---:|---|",
+        slo.percentile
+    );
+    for server in first_seen(cells, |c| &c.variant) {
+        let probes: Vec<&Cell> = cells.iter().filter(|c| c.variant == server).collect();
+        let first = probes[0];
+        let head = format!(
+            "| {server} | {} | {} | {} | {} |",
+            first.model,
+            first.workload,
+            first.keep_alive_label(),
+            first.connections
+        );
+        let (mut kept, mut missed, mut failure): (Option<&Cell>, Option<u32>, Option<String>) =
+            (None, None, None);
+        let mut marks: Vec<String> = Vec::new();
+        for cell in &probes {
+            let rate = cell.rate.unwrap_or(0);
+            match slo.kept(cell) {
+                Ok(_) => {
+                    if kept.is_none_or(|k| k.rate < cell.rate) {
+                        kept = Some(cell);
+                    }
+                    marks.push(format!("{rate} ✓"));
+                }
+                // A server that never answered is a failure, not a capacity of 0.
+                Err(why) if cell.median().is_none() && kept.is_none() => {
+                    failure = Some(why.split_whitespace().collect::<Vec<_>>().join(" "));
+                    break;
+                }
+                Err(_) => {
+                    missed = Some(missed.map_or(rate, |m: u32| m.min(rate)));
+                    marks.push(format!("{rate} ✗"));
+                }
+            }
+        }
+        match (failure, kept) {
+            (Some(why), _) => {
+                let _ = writeln!(out, "{head} FAILED: {} | | | |", why.replace('|', "/"));
+            }
+            (None, None) => {
+                let _ = writeln!(
+                    out,
+                    "{head} < {} | | | {} |",
+                    missed.unwrap_or(START),
+                    marks.join(" ")
+                );
+            }
+            (None, Some(cell)) => {
+                let run = cell.median().expect("a kept probe was measured");
+                let _ = writeln!(
+                    out,
+                    "{head} {} | {} | {} | {} |",
+                    cell.rate.unwrap_or(0),
+                    slo.latency(cell).map_or("–".into(), |l| format!("{l:.2}")),
+                    run.server_cpu_us_per_req
+                        .map_or("–".into(), |c| format!("{c:.2}")),
+                    marks.join(" ")
+                );
+            }
+        }
+    }
+    let _ = write!(
+        out,
+        "\ncapacity: the highest offered rate (oha -q, open loop) at which the corrected {slo} held with no errors and at least {:.0} % of the rate achieved; the search doubles from {START} req/s, then bisects to a 5 % bracket (at most {MAX_PROBES} probes, each a fresh server after a warm-up). ✓ kept, ✗ missed.\n",
+        SHORTFALL * 100.0
+    );
+    out
+}

@@ -1,0 +1,468 @@
+//! The matrix table: its columns, a row per cell with its figures and verdict, as markdown
+//! for stdout (`page` renders the same table as HTML), with the notes and the system calls
+//! by name under it.
+
+use std::fmt::Write as _;
+
+use crate::model::cell::{Cell, Verdict, BOUND_PCT};
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.digits$}"))
+}
+
+/// A column of the matrix table: its heading, and whether it holds figures (right-aligned,
+/// sorted as numbers).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Column {
+    pub name: &'static str,
+    pub numeric: bool,
+}
+
+/// One entry of the table: what it shows, and the number it sorts by when it is a figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub text: String,
+    pub sort: Option<f64>,
+}
+
+impl Entry {
+    fn text(text: impl Into<String>) -> Entry {
+        Entry {
+            text: text.into(),
+            sort: None,
+        }
+    }
+
+    /// A figure with `digits` decimals, or "–" (sorted last) when there is none.
+    fn figure(v: Option<f64>, digits: usize) -> Entry {
+        Entry {
+            text: opt(v, digits),
+            sort: v,
+        }
+    }
+}
+
+/// What a row holds after the cells every row fills (variant … c).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Figures {
+    Measured(Vec<Entry>),
+    /// The server does not serve this route (a peer), and why: not a failure.
+    NotServed(String),
+    Failed(String),
+}
+
+/// One row of the matrix table: one cell.
+#[derive(Debug, Clone)]
+pub struct Row<'a> {
+    pub cell: &'a Cell,
+    pub head: Vec<Entry>,
+    pub figures: Figures,
+    /// Who limited the median run (`None`: no run).
+    pub verdict: Option<Verdict>,
+}
+
+/// The matrix table — its columns follow what the run measured — and the lines that say
+/// how to read it. The markdown on stdout and the report page are two renderings of it.
+#[derive(Debug, Clone)]
+pub struct Table<'a> {
+    pub columns: Vec<Column>,
+    pub rows: Vec<Row<'a>>,
+    /// One markdown paragraph per line: the verdicts, the columns, the workloads.
+    pub legend: Vec<String>,
+}
+
+/// The columns every row fills, failed or not (variant … c).
+pub const HEAD_COLUMNS: usize = 7;
+
+/// The table in the style of the posts, with each row's ratio to the fastest row of its
+/// group (same workload, keep-alive, concurrency, client), and how to read it.
+pub fn table(cells: &[Cell]) -> Table<'_> {
+    // The syscalls column appears when a run counted them (--syscalls).
+    let syscalls = cells.iter().any(|c| {
+        c.counted
+            .as_ref()
+            .is_some_and(|r| r.syscalls_per_req.is_some())
+    });
+    // io_uring submissions next to it when some server made any (thread-per-core).
+    let submissions = cells.iter().any(|c| {
+        c.counted
+            .as_ref()
+            .is_some_and(|r| r.uring_submissions_per_req.is_some_and(|n| n > 0.0))
+    });
+    let column = |name, numeric| Column { name, numeric };
+    let mut columns: Vec<Column> = vec![
+        column("variant", false),
+        column("model", false),
+        column("stack", false),
+        column("workers", true),
+        column("workload", false),
+        column("keep-alive", false),
+        column("c", true),
+        column("req/s (min–max)", true),
+        column("× fastest", true),
+        column("CPU µs/req", true),
+    ];
+    let database = cells
+        .iter()
+        .any(|c| c.median().is_some_and(|r| r.db_cpu_us_per_req.is_some()));
+    if database {
+        columns.push(column("database CPU µs/req", true));
+    }
+    if syscalls {
+        columns.push(column("syscalls/req", true));
+    }
+    if submissions {
+        columns.push(column("io_uring subs/req", true));
+    }
+    columns.push(column("p99 ms", true));
+    // The open loop's own columns, when a cell offered a fixed rate (--rate, --slo).
+    let open_loop = cells.iter().any(|c| c.rate.is_some());
+    if open_loop {
+        columns.extend([
+            column("offered req/s", true),
+            column("achieved", true),
+            column("p50 · p90 · p99.9 · max ms", true),
+            column("CPU % server · client", true),
+            column("errors", true),
+        ]);
+    }
+    columns.extend([column("verdict", false), column("imbalance", true)]);
+
+    let mut rows = Vec::new();
+    for cell in cells {
+        let head = vec![
+            Entry::text(&cell.variant),
+            Entry::text(&cell.model),
+            Entry::text(&cell.stack),
+            Entry::figure(Some(cell.workers as f64), 0),
+            Entry::text(&cell.workload),
+            Entry::text(cell.keep_alive_label()),
+            Entry {
+                text: cell.connections_label(),
+                sort: Some(f64::from(cell.connections)),
+            },
+        ];
+        let Some(run) = cell.median() else {
+            // One line: a server's error page must not break a table.
+            let why = cell
+                .failure
+                .as_deref()
+                .unwrap_or("no run")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let figures = if why.starts_with("n/a") {
+                Figures::NotServed(why)
+            } else {
+                Figures::Failed(why)
+            };
+            rows.push(Row {
+                cell,
+                head,
+                figures,
+                verdict: None,
+            });
+            continue;
+        };
+        let fastest = cells
+            .iter()
+            .filter(|o| o.group() == cell.group())
+            .filter_map(|o| o.median().map(|r| r.outcome.rps))
+            .fold(0.0, f64::max);
+        let (lo, hi) = cell.rps_range();
+        let ratio = if fastest > 0.0 {
+            run.outcome.rps / fastest
+        } else {
+            0.0
+        };
+        let mut verdict = run.verdict.label().to_string();
+        if run.verdict == Verdict::ClientBound {
+            verdict.push_str(" (lower bound)");
+        }
+        if let Some(share) = cell.shortfall() {
+            // Never silent: the offered rate was not reached, and who was saturated says
+            // whether the server or the client could not keep up.
+            verdict = format!("SHORTFALL {:.0} % · {verdict}", 100.0 * share);
+        }
+        let mut figures = vec![
+            Entry {
+                text: format!("{:.0} ({lo:.0}–{hi:.0})", run.outcome.rps),
+                sort: Some(run.outcome.rps),
+            },
+            Entry::figure(Some(ratio), 2),
+            Entry::figure(run.server_cpu_us_per_req, 2),
+        ];
+        if database {
+            figures.push(Entry::figure(run.db_cpu_us_per_req, 2));
+        }
+        let counted = cell.counted.as_ref();
+        if syscalls {
+            figures.push(Entry::figure(counted.and_then(|r| r.syscalls_per_req), 2));
+        }
+        if submissions {
+            figures.push(Entry::figure(
+                counted.and_then(|r| r.uring_submissions_per_req),
+                2,
+            ));
+        }
+        figures.push(Entry::figure(run.outcome.p99_ms, 2));
+        if open_loop {
+            let o = &run.outcome;
+            figures.extend([
+                Entry {
+                    text: cell.rate.map_or("–".into(), |r| r.to_string()),
+                    sort: cell.rate.map(f64::from),
+                },
+                Entry {
+                    text: cell.rate.map_or("–".into(), |r| {
+                        format!("{:.0} %", 100.0 * o.rps / f64::from(r.max(1)))
+                    }),
+                    sort: cell.rate.map(|r| o.rps / f64::from(r.max(1))),
+                },
+                Entry {
+                    text: format!(
+                        "{} · {} · {} · {}",
+                        opt(o.p50_ms, 2),
+                        opt(o.p90_ms, 2),
+                        opt(o.p999_ms, 2),
+                        opt(o.max_ms, 2)
+                    ),
+                    sort: o.p999_ms,
+                },
+                Entry {
+                    text: format!("{} · {:.0}", opt(run.server_cpu_pct, 0), run.client_cpu_pct),
+                    sort: run.server_cpu_pct,
+                },
+                Entry::figure(Some((o.failed + o.non_2xx + o.timeouts) as f64), 0),
+            ]);
+        }
+        figures.push(Entry::text(verdict));
+        figures.push(Entry::figure(cell.imbalance(), 2));
+        rows.push(Row {
+            cell,
+            head,
+            figures: Figures::Measured(figures),
+            verdict: Some(run.verdict),
+        });
+    }
+
+    let mut legend = vec![
+        format!("server-bound: the server used ≥ {BOUND_PCT:.0} % of its CPUs — the figure measures it."),
+        format!("client-bound: the client used ≥ {BOUND_PCT:.0} % of its CPU and the server less — the figure is only a lower bound for the server."),
+        "neither: nobody was saturated (too little concurrency, or waiting) — compare CPU µs/req, not req/s.".to_string(),
+        "CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.".to_string(),
+        "imbalance: busiest worker's requests ÷ the mean (1.00 = even).".to_string(),
+    ];
+    if database {
+        legend.push("database CPU µs/req: the PostgreSQL backends' CPU time per request (pg workloads, the cluster bench started): on the server's CPUs, what waiting for the database cannot overlap.".into());
+    }
+    if open_loop {
+        legend.push("offered: the open loop's fixed rate (oha -q); latency is measured from when each request was due (--latency-correction), so a stall shows in the percentiles instead of slowing the client down. SHORTFALL: the achieved rate stayed under 95 % of the offered one — read the verdict for who could not keep up.".into());
+    }
+    for w in variants::WORKLOADS {
+        if cells.iter().any(|c| c.workload == w.name) {
+            legend.push(format!("{} (`{}`): {}.", w.name, w.path, w.shows));
+        }
+    }
+    Table {
+        columns,
+        rows,
+        legend,
+    }
+}
+
+/// The table as markdown, for stdout, with its legend, the system calls by name and each
+/// cell's notes.
+pub fn markdown(cells: &[Cell]) -> String {
+    let table = table(cells);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "|{}\n|{}",
+        table
+            .columns
+            .iter()
+            .map(|c| format!(" {} |", c.name))
+            .collect::<String>(),
+        table
+            .columns
+            .iter()
+            .map(|c| if c.numeric { "---:|" } else { "---|" })
+            .collect::<String>()
+    );
+    let pad = " |".repeat(table.columns.len() - HEAD_COLUMNS);
+    for row in &table.rows {
+        out.push('|');
+        for e in &row.head {
+            let _ = write!(out, " {} |", e.text);
+        }
+        match &row.figures {
+            Figures::Measured(figures) => {
+                for e in figures {
+                    let _ = write!(out, " {} |", e.text);
+                }
+            }
+            // The reason fills the first free column (its " |" is the first of the
+            // padding); the rest stay empty.
+            Figures::NotServed(why) => {
+                let _ = write!(out, " {}{pad}", why.replace('|', "/"));
+            }
+            Figures::Failed(why) => {
+                let _ = write!(out, " FAILED: {}{pad}", why.replace('|', "/"));
+            }
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    for line in &table.legend {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str(&by_name(cells));
+    out.push_str(&notes(cells));
+    out
+}
+
+/// Each cell's notes (a peer's missing headers, a model's queue), a line each.
+pub fn notes(cells: &[Cell]) -> String {
+    let mut out = String::new();
+    for cell in cells {
+        for note in &cell.notes {
+            let _ = writeln!(
+                out,
+                "note ({} {}, keep-alive {}, c={}): {note}",
+                cell.variant,
+                cell.workload,
+                cell.keep_alive_label(),
+                cell.connections
+            );
+        }
+    }
+    out
+}
+
+/// The system calls of each cell's counted repetition by name, per request
+/// (`--syscalls`): the ones at 0.01 a request or more, most frequent first. Empty without
+/// them.
+pub fn by_name(cells: &[Cell]) -> String {
+    let mut out = String::new();
+    for cell in cells {
+        let Some(run) = cell
+            .counted
+            .as_ref()
+            .filter(|r| !r.syscalls_by_name.is_empty())
+        else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str("\nsystem calls per request, by name (perf stat, syscalls:sys_enter_*):\n\n| variant | workload | keep-alive | c | by name |\n|---|---|---|---:|---|\n");
+        }
+        let names: Vec<String> = run
+            .syscalls_by_name
+            .iter()
+            .filter(|(_, n)| *n >= 0.01)
+            .map(|(name, n)| format!("{name} {n:.2}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            cell.variant,
+            cell.workload,
+            cell.keep_alive_label(),
+            cell.connections_label(),
+            names.join(" · ")
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cell::Run;
+    use crate::model::client::Client;
+
+    fn cell(variant: &str, run: Option<(f64, Option<f64>, Option<f64>)>) -> Cell {
+        Cell {
+            variant: variant.into(),
+            model: "m".into(),
+            stack: "raw".into(),
+            workers: 1,
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+            workload: "plaintext".into(),
+            keep_alive: true,
+            connections: 64,
+            client: Client::Wrk,
+            pipeline: None,
+            rate: None,
+            runs: run
+                .into_iter()
+                .map(|(rps, _, _)| Run::sample(rps, 4.0))
+                .collect(),
+            failure: run.is_none().then(|| "did not start".into()),
+            server_command: None,
+            peak_rss_kib: None,
+            worker_requests: Vec::new(),
+            worker_cpu_secs: Vec::new(),
+            counted: run.map(|(rps, syscalls, submissions)| Run {
+                syscalls_per_req: syscalls,
+                uring_submissions_per_req: submissions,
+                ..Run::sample(rps, 4.0)
+            }),
+            profile: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The table's rows of `text`: each row's cells, without the outer pipes.
+    fn rows(text: &str) -> Vec<Vec<String>> {
+        text.lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| {
+                l.trim_matches('|')
+                    .split('|')
+                    .map(|c| c.trim().to_string())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn submissions_column_appears_when_a_server_submitted() {
+        let cells = [
+            cell("epoll", Some((200_000.0, Some(2.2), Some(0.0)))),
+            cell("uring", Some((100_000.0, Some(1.05), Some(0.05)))),
+            cell("dead", None),
+        ];
+        let rows = rows(&markdown(&cells));
+        let header = &rows[0];
+        let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let (sys, subs) = (at("syscalls/req"), at("io_uring subs/req"));
+        assert_eq!(subs, sys + 1);
+        // Every row, the failed one included, has as many cells as the header.
+        assert!(rows.iter().all(|r| r.len() == header.len()), "{rows:?}");
+        assert_eq!(
+            (rows[2][sys].as_str(), rows[2][subs].as_str()),
+            ("2.20", "0.00")
+        );
+        assert_eq!(
+            (rows[3][sys].as_str(), rows[3][subs].as_str()),
+            ("1.05", "0.05")
+        );
+        assert_eq!(rows[3][at("× fastest")], "0.50");
+        assert!(rows[4][at("variant")] == "dead" && rows[4].iter().any(|c| c.contains("FAILED")));
+    }
+
+    #[test]
+    fn no_submissions_column_without_io_uring_work() {
+        let cells = [cell("epoll", Some((200_000.0, Some(2.2), Some(0.0))))];
+        let text = markdown(&cells);
+        assert!(
+            text.contains("syscalls/req") && !text.contains("io_uring"),
+            "{text}"
+        );
+        let cells = [cell("epoll", Some((200_000.0, None, None)))];
+        assert!(!markdown(&cells).contains("syscalls/req"));
+    }
+}
