@@ -11,8 +11,8 @@
 //! 1. [`model`] — the results model: a run's cells, repetitions, figures and verdicts, the
 //!    rows of the other modes, results.json. Nothing else of bench.
 //! 2. [`measure`] — the plan and one cell's steps, the servers and peers, the clients (ab,
-//!    wrk, oha: one file each behind one trait), /proc, `perf stat`, `perf record`, the
-//!    database.
+//!    wrk, oha, tsung: one file each behind one trait), the test hosts a distributed client
+//!    runs on, /proc, `perf stat`, `perf record`, the database.
 //! 3. [`modes`] — what drives a run: the matrix, `--slo`, `--fidelity`, `--idle-conns`,
 //!    `--attack`.
 //! 4. [`mod@write`] — the markdown tables, results.json/csv, the charts, the flame graphs and

@@ -6,7 +6,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use bench::measure::cell::{CellSpec, Plan, Target};
+use bench::measure::client::tsung::{Fleet, FleetHost, Reach};
 use bench::measure::client::{self as clients, Amount};
+use bench::measure::hosts::Hosts;
 use bench::measure::procfs;
 use bench::model::client::Client;
 use bench::model::{fidelity, Results};
@@ -69,9 +71,13 @@ struct Args {
         value_delimiter = ','
     )]
     concurrency: Vec<u32>,
-    /// Load generator (--rate and --slo use oha).
+    /// Load generator (--rate and --slo use oha, or tsung when it is asked for).
     #[arg(long, value_enum, default_value = "ab")]
     client: Client,
+    /// With --client tsung: N client hosts made here as network namespaces on a private
+    /// /24 (10.77.203.0/24), the servers in a host of their own; removed when bench exits.
+    #[arg(long, value_name = "N")]
+    client_hosts: Option<String>,
     /// Open loop: offer these requests per second (comma-separated), every cell at each,
     /// with oha; latency is measured from when each request was due.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
@@ -280,7 +286,9 @@ fn main() {
         (a.to_string(), b.to_string())
     });
     let open_loop = !args.rate.is_empty() || args.slo.is_some();
-    let client = if open_loop {
+    let client = if open_loop && args.client == Client::Tsung {
+        Client::Tsung
+    } else if open_loop {
         if args.client != Client::Ab && args.client != Client::Oha {
             fail("--rate and --slo offer a fixed rate, which only oha does: drop --client");
         }
@@ -294,7 +302,7 @@ fn main() {
     let tool = client.command();
     if !clients::tool(client).installed() {
         fail(format!(
-            "{tool} is not installed (scripts/bench installs ab and wrk with apt-get, oha with cargo install)"
+            "{tool} is not installed (scripts/bench installs ab, wrk and tsung with apt-get, oha with cargo install)"
         ));
     }
     if let Some(list) = &args.db_cpus {
@@ -322,7 +330,11 @@ fn main() {
         }
     };
     let duration = Duration::from_secs(if args.quick { 1 } else { args.duration });
+    // Tsung's client hosts: made now, removed when `hosts` drops or bench exits.
+    let hosts = test_hosts(&args, client);
     let plan = Plan {
+        fleet: hosts.as_ref().map(|h| fleet(h, &client_cpus)),
+        server_host: hosts.as_ref().map(|h| h.server.clone()),
         pg,
         db_pid: cluster.as_ref().and_then(|c| c.pid().ok()),
         client,
@@ -436,6 +448,9 @@ fn main() {
             rate: None,
         };
         let cells = modes::slo::run(&plan, &targets, &spec, slo);
+        if let Some(fleet) = &plan.fleet {
+            let _ = std::fs::remove_dir_all(&fleet.dir);
+        }
         println!("{}", write::slo::table(&cells, slo));
         write_results(
             &args.out.join(timestamp()),
@@ -499,6 +514,9 @@ fn main() {
             ..Results::default()
         },
     );
+    if let Some(fleet) = &plan.fleet {
+        let _ = std::fs::remove_dir_all(&fleet.dir);
+    }
     match profiles {
         Some(Ok(written)) => {
             for file in written {
@@ -507,6 +525,54 @@ fn main() {
         }
         Some(Err(e)) => fail(e),
         None => {}
+    }
+}
+
+/// The test hosts of `--client tsung --client-hosts N`, or none; a flag that does not fit
+/// is one line and exit 2.
+fn test_hosts(args: &Args, client: Client) -> Option<Hosts> {
+    let Some(list) = &args.client_hosts else {
+        if client == Client::Tsung {
+            fail("--client tsung needs --client-hosts N (N test hosts made here)");
+        }
+        return None;
+    };
+    if client != Client::Tsung {
+        fail("--client-hosts is for --client tsung");
+    }
+    if args.idle_conns.is_some() || args.attack.is_some() || args.url.is_some() {
+        fail("--client tsung drives the matrix, --rate and --slo: not --idle-conns, --attack or --url yet");
+    }
+    let n: usize = list.parse().unwrap_or_else(|_| {
+        fail(format!(
+            "--client-hosts takes a number of test hosts, not '{list}' (real hosts over ssh: see docs/bench.md)"
+        ))
+    });
+    let hosts = Hosts::create(n).unwrap_or_else(|e| fail(e));
+    for h in hosts.all() {
+        eprintln!("bench: test host {} at {}", h.name, h.addr);
+    }
+    Some(hosts)
+}
+
+/// Tsung's view of the test hosts: each client host by address, entered by namespace,
+/// its node pinned to the client CPUs; its files in a scratch folder of this run.
+fn fleet(hosts: &Hosts, client_cpus: &[usize]) -> Fleet {
+    Fleet {
+        hosts: hosts
+            .clients
+            .iter()
+            .map(|h| FleetHost {
+                name: h.name.clone(),
+                tsung_host: h.addr.to_string(),
+            })
+            .collect(),
+        reach: Reach::TestHosts {
+            controller: bench::measure::hosts::bridge_addr(),
+            namespaces: hosts.clients.iter().map(|h| h.name.clone()).collect(),
+            cpus: client_cpus.to_vec(),
+        },
+        dir: std::env::temp_dir().join(format!("archzoo-tsung-{}", std::process::id())),
     }
 }
 

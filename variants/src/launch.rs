@@ -270,6 +270,26 @@ impl Launch {
         }
     }
 
+    /// Runs the server inside the network namespace `ns` (a test host: `ip netns exec`,
+    /// which execs it, so its pid is the server's), listening on `addr` instead of
+    /// loopback. Call after the flags are added.
+    pub fn in_namespace(self, ns: &str, addr: std::net::IpAddr) -> Launch {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns]).arg(self.cmd.get_program());
+        let loopback = OsStr::new("127.0.0.1");
+        for arg in self.cmd.get_args() {
+            if arg == loopback {
+                cmd.arg(addr.to_string());
+            } else {
+                cmd.arg(arg);
+            }
+        }
+        let mut launch = Launch::from_command(cmd);
+        launch.cpus = self.cpus;
+        launch.max_files = self.max_files;
+        launch
+    }
+
     /// Adds flags.
     pub fn args<I, S>(mut self, args: I) -> Launch
     where

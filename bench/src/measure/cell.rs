@@ -13,7 +13,9 @@ use variants::launch::{self, Server};
 use variants::peers::{Peer, Workers};
 use variants::{Variant, Workload};
 
+use super::client::tsung::{Fleet, Reach};
 use super::client::{self, Amount, Load};
+use super::hosts::{CpuWatch, Host};
 use super::{perf, procfs, profile, server};
 use crate::model::cell::{self, Cell, Run};
 use crate::model::client::Client;
@@ -45,6 +47,10 @@ pub struct Plan {
     pub syscalls: bool,
     /// `--profile`: one extra repetition per cell under `perf record`.
     pub profile: bool,
+    /// A distributed client's hosts (`--client tsung --client-hosts`).
+    pub fleet: Option<Fleet>,
+    /// The test host the servers run in, when the clients are test hosts.
+    pub server_host: Option<Host>,
 }
 
 /// What a cell measures.
@@ -86,7 +92,7 @@ pub struct CellSpec<'a> {
 /// why in the cell, and the cell ends there.
 pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     let mut cell = planned(plan, target, spec);
-    if let Some(why) = not_applicable(target, &spec.workload) {
+    if let Some(why) = not_applicable(plan, target, &spec.workload) {
         cell.failure = Some(why);
         return cell;
     }
@@ -163,10 +169,13 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
 }
 
 /// Why `target` cannot run `workload` at all (`n/a …`), if it cannot.
-fn not_applicable(target: &Target, workload: &Workload) -> Option<String> {
+fn not_applicable(plan: &Plan, target: &Target, workload: &Workload) -> Option<String> {
     let Target::Peer(peer) = target else {
         return None;
     };
+    if plan.server_host.is_some() {
+        return Some("n/a (a peer listens on loopback: not on test hosts yet)".into());
+    }
     if peer.builtin && workload.needs_database() {
         return Some("n/a (the built-in peers have no /pg route)".into());
     }
@@ -213,12 +222,13 @@ impl<'a> Started<'a> {
                 if let Some(url) = plan.pg.as_ref().filter(|_| workload.needs_database()) {
                     args.extend(["--pg".to_string(), url.clone()]);
                 }
-                Some(server::start(
+                Some(server::start_on(
                     &plan.bin_dir,
                     v,
                     spec.workers,
                     &plan.server_cpus,
                     &args,
+                    plan.server_host.as_ref(),
                 )?)
             }
             Target::Url(_) => None,
@@ -265,6 +275,7 @@ impl<'a> Started<'a> {
             pipeline: self.plan.pipeline,
             script: &self.plan.script,
             rate: self.spec.rate,
+            fleet: self.plan.fleet.as_ref(),
         }
     }
 
@@ -461,6 +472,12 @@ fn measure(
         (true, Some(pids)) => perf::start(pids),
         _ => None,
     };
+    // A distributed client's nodes run apart from the process started here: each test
+    // host's CPU is read from /proc while it runs.
+    let watch = load.fleet.and_then(|f| match &f.reach {
+        Reach::TestHosts { namespaces, .. } => Some(CpuWatch::start(namespaces.clone())),
+        Reach::Ssh => None,
+    });
     let started = Instant::now();
     let mut child = launch::spawn_pinned(cmd, &plan.client_cpus)
         .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
@@ -479,16 +496,41 @@ fn measure(
         .zip(db)
         .map(|(before, pid)| procfs::cpu_spent(&before, &procfs::cpu_by_pid(&procfs::tree(pid))));
     let counts = perf.map(perf::stop).unwrap_or_default();
+    let hosts_cpu = watch.map(CpuWatch::stop);
     let text = reader.join().unwrap_or_default();
-    let outcome = client::parse(load.client, &text).map_err(|e| match code {
+    let mut outcome = client::parse(load.client, &text).map_err(|e| match code {
         None => format!("{} overran its time limit and was killed", argv[0]),
         Some(c) => format!("{} exited with {c}: {e}", argv[0]),
     })?;
     let spent = before.zip(after).map(|(b, a)| a.since(&b));
     let per_req = |x: f64| (outcome.requests > 0).then(|| x / outcome.requests as f64);
+    // The time the load ran: the client's wall time, except for a distributed client,
+    // whose start (a node per host) and end take seconds in which nothing is sent — its
+    // span is that of its request logs.
+    let busy = match load.fleet {
+        Some(_) if outcome.rps > 0.0 => outcome.requests as f64 / outcome.rps,
+        _ => wall,
+    };
     let server_cpu_pct =
-        spent.map(|s| 100.0 * s.cpu_secs / wall / plan.server_cpus.len().max(1) as f64);
-    let client_cpu_pct = 100.0 * client_cpu / wall;
+        spent.map(|s| 100.0 * s.cpu_secs / busy / plan.server_cpus.len().max(1) as f64);
+    let mut client_cpu_pct = 100.0 * client_cpu / busy;
+    if let Some(fleet) = load.fleet {
+        // Each host by the name the run gives it, with its node's CPU; the busiest host
+        // is the client's figure for the verdict (one saturated host caps the fleet) —
+        // not the controller here, which starts and stops the nodes but sends nothing.
+        client_cpu_pct = 0.0;
+        for share in &mut outcome.hosts {
+            let Some(i) = fleet.hosts.iter().position(|h| h.tsung_host == share.host) else {
+                continue;
+            };
+            share.host = fleet.hosts[i].name.clone();
+            share.cpu_pct = hosts_cpu
+                .as_ref()
+                .and_then(|c| c.get(i))
+                .map(|secs| 100.0 * secs / busy);
+            client_cpu_pct = client_cpu_pct.max(share.cpu_pct.unwrap_or(0.0));
+        }
+    }
     Ok(Run {
         server_cpu_us_per_req: spent.and_then(|s| per_req(s.cpu_secs * 1e6)),
         db_cpu_us_per_req: db_spent.and_then(|s| per_req(s * 1e6)),

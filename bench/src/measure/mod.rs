@@ -1,12 +1,14 @@
 //! Layer 2, measuring: the plan and one cell's steps ([`cell`]), the servers and peers
 //! started for a cell ([`server`]), the clients ([`client`]: one file per load generator),
 //! and what is read around a run — /proc ([`procfs`]), `perf stat` ([`perf`]), `perf
-//! record` ([`profile`]) and the database's cluster ([`database`]). It fills in the model and
+//! record` ([`profile`]), the database's cluster ([`database`]) and the test hosts a
+//! distributed client runs on ([`hosts`]). It fills in the model and
 //! imports nothing above it.
 
 pub mod cell;
 pub mod client;
 pub mod database;
+pub mod hosts;
 pub mod perf;
 pub mod procfs;
 pub mod profile;

@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::hosts::Host;
 use variants::launch::{self, Launch, Server};
 use variants::peers::{self, Peer};
 use variants::{Variant, Workload};
@@ -23,6 +24,19 @@ pub fn start(
     cpus: &[usize],
     extra: &[String],
 ) -> Result<Server, String> {
+    start_on(bin_dir, variant, workers, cpus, extra, None)
+}
+
+/// [`start`] on a test host (`host`: inside its namespace, on its address) or, for
+/// `None`, on loopback here.
+pub fn start_on(
+    bin_dir: &Path,
+    variant: &Variant,
+    workers: usize,
+    cpus: &[usize],
+    extra: &[String],
+    host: Option<&Host>,
+) -> Result<Server, String> {
     let path = bin_dir.join(variant.binary);
     if !path.exists() {
         return Err(format!(
@@ -30,13 +44,17 @@ pub fn start(
             path.display()
         ));
     }
-    Launch::new(&path)
+    let launch = Launch::new(&path)
         .args(["--stats", "--workers", &workers.to_string()])
         .args(variant.args)
         .args(extra)
-        .pin(cpus)
-        .start()
-        .map_err(|e| format!("did not start: {e}"))
+        .pin(cpus);
+    match host {
+        Some(h) => launch.in_namespace(&h.name, h.addr.into()),
+        None => launch,
+    }
+    .start()
+    .map_err(|e| format!("did not start: {e}"))
 }
 
 /// Starts a peer on a free port with `workers` workers (its `/db` on `db`, the `/pg`

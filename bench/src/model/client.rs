@@ -13,6 +13,9 @@ pub enum Client {
     /// oha: open loop at a fixed rate (`--rate`), latency measured from when each request
     /// was due, so a stalled server shows in the percentiles (no coordinated omission).
     Oha,
+    /// Tsung: a distributed client — one node per client host (`--client-hosts`), users
+    /// split over them by its controller; latency per request from its protocol logs.
+    Tsung,
 }
 
 impl Client {
@@ -22,6 +25,7 @@ impl Client {
             Client::Ab => "ab",
             Client::Wrk => "wrk",
             Client::Oha => "oha",
+            Client::Tsung => "tsung",
         }
     }
 }
@@ -45,6 +49,22 @@ pub struct Outcome {
     pub p90_ms: Option<f64>,
     pub p999_ms: Option<f64>,
     pub max_ms: Option<f64>,
+    /// A distributed client's hosts, each with its share (Tsung); empty for one process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostLoad>,
+}
+
+/// One client host's share of a distributed run: what it sent, and what its node cost it
+/// — the figure that says whether the fleet, or one host of it, was the bottleneck.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostLoad {
+    /// The host's name (a test host's namespace, or a real host's name).
+    pub host: String,
+    pub requests: u64,
+    pub rps: f64,
+    /// The host's Tsung node's CPU time ÷ the run's wall time, in percent of one CPU;
+    /// `None` where it cannot be read (a real host).
+    pub cpu_pct: Option<f64>,
 }
 
 /// A time such as `182.00us`, `1.37ms` or `2.01s` (wrk's latencies, `--slo`'s targets),

@@ -361,6 +361,14 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             html: html(&by_name),
         });
     }
+    let fleet = table::hosts(cells);
+    if !fleet.is_empty() {
+        sections.push(Section {
+            id: "hosts",
+            title: "Client hosts",
+            html: html(&fleet),
+        });
+    }
     let notes = table::notes(cells);
     if !notes.is_empty() {
         let list: String = notes.lines().map(|l| format!("- {l}\n")).collect();

@@ -319,6 +319,7 @@ pub fn markdown(cells: &[Cell]) -> String {
         out.push('\n');
     }
     out.push_str(&by_name(cells));
+    out.push_str(&hosts(cells));
     out.push_str(&notes(cells));
     out
 }
@@ -335,6 +336,36 @@ pub fn notes(cells: &[Cell]) -> String {
                 cell.workload,
                 cell.keep_alive_label(),
                 cell.connections
+            );
+        }
+    }
+    out
+}
+
+/// A distributed client's hosts per cell (`--client tsung`): each host's requests,
+/// req/s and its node's CPU in the median repetition — whether the fleet, or one host of
+/// it, limited the run. Empty for a client of one process.
+pub fn hosts(cells: &[Cell]) -> String {
+    let mut out = String::new();
+    for cell in cells {
+        let Some(run) = cell.median().filter(|r| !r.outcome.hosts.is_empty()) else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str("\nclient hosts (tsung: one node per host; CPU in percent of one CPU, its Erlang VM's start included):\n\n| variant | workload | keep-alive | c | host | requests | req/s | host CPU % |\n|---|---|---|---:|---|---:|---:|---:|\n");
+        }
+        for h in &run.outcome.hosts {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {:.0} | {} |",
+                cell.variant,
+                cell.workload,
+                cell.keep_alive_label(),
+                cell.connections_label(),
+                h.host,
+                h.requests,
+                h.rps,
+                opt(h.cpu_pct, 0)
             );
         }
     }

@@ -60,5 +60,6 @@ pub fn parse(text: &str) -> Result<Outcome, String> {
         p90_ms: pct("90%"),
         p999_ms: None,
         max_ms: pct("100%"),
+        hosts: Vec::new(),
     })
 }

@@ -5,6 +5,7 @@
 
 pub mod ab;
 pub mod oha;
+pub mod tsung;
 pub mod wrk;
 
 use std::path::{Path, PathBuf};
@@ -30,8 +31,10 @@ pub struct Load<'a> {
     /// Requests per pipelined batch (wrk only, through `script`).
     pub pipeline: Option<u32>,
     pub script: &'a Path,
-    /// Offered requests per second (oha only): the open loop's fixed rate.
+    /// Offered requests per second (oha, tsung): the open loop's fixed rate.
     pub rate: Option<u32>,
+    /// The client hosts of a distributed client (tsung); `None`: one process here.
+    pub fleet: Option<&'a tsung::Fleet>,
 }
 
 /// One load generator: how it is run for a [`Load`] and how its report is read.
@@ -50,6 +53,7 @@ pub fn tool(client: Client) -> &'static dyn Tool {
         Client::Ab => &ab::Ab,
         Client::Wrk => &wrk::Wrk,
         Client::Oha => &oha::Oha,
+        Client::Tsung => &tsung::Tsung,
     }
 }
 

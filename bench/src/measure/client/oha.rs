@@ -103,5 +103,6 @@ pub fn parse(text: &str) -> Result<Outcome, String> {
         p90_ms: ms(&pct["p90"]),
         p999_ms: ms(&pct["p99.9"]),
         max_ms: ms(&json["summary"]["slowest"]),
+        hosts: Vec::new(),
     })
 }

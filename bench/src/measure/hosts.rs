@@ -1,0 +1,326 @@
+//! Test hosts: client machines (and the server's) made on this one as Linux network
+//! namespaces, each with its own address on one bridge, so that a distributed client
+//! (Tsung) runs one node per host over a real link (veth) as it would across machines.
+//!
+//! - **Addresses**: one private /24 of archzoo's own, [`SUBNET`]`.0/24`, used by nothing
+//!   else: the bridge is `.1` (the controller's side, in this namespace), the server host
+//!   `.2`, client host *i* `.(10 + i)`. No traffic goes anywhere else.
+//! - **Names**: every namespace, link and bridge starts with [`PREFIX`], so that a set left
+//!   by a killed run is found and removed at the next start ([`remove_stale`]).
+//! - **Removal, whatever happens**: [`Hosts::create`] starts a reaper — a shell in a
+//!   session of its own, deaf to Ctrl-C, reading a pipe from this process — that removes
+//!   every host (and the daemons left in them, such as Erlang's `epmd`) the moment the pipe
+//!   closes: when the `Hosts` is dropped, when bench exits on an error or a signal, even
+//!   when it is SIGKILLed. Nothing is done from a signal handler.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::procfs;
+
+/// The first three octets of the test hosts' /24.
+pub const SUBNET: [u8; 3] = [10, 77, 203];
+/// The prefix of every namespace, link and bridge archzoo makes.
+pub const PREFIX: &str = "azh-";
+/// The bridge every host is joined to.
+pub const BRIDGE: &str = "azh-br0";
+
+/// One test host: a network namespace with one address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// The namespace's name (`azh-srv`, `azh-c1`, …), also the host's name for Tsung.
+    pub name: String,
+    pub addr: Ipv4Addr,
+}
+
+impl Host {
+    /// `argv` as a command run inside this host (`ip netns exec NAME …`).
+    pub fn command(&self, argv: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name]).args(argv);
+        cmd
+    }
+}
+
+/// The address of the bridge's own end, in this (the controller's) namespace.
+pub fn bridge_addr() -> Ipv4Addr {
+    Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], 1)
+}
+
+/// A server host and `n` client hosts on one bridge; removed when dropped.
+pub struct Hosts {
+    pub server: Host,
+    pub clients: Vec<Host>,
+    /// The reaper's stdin: closing it (drop, exit, death) removes every host.
+    reaper: Option<(Child, ChildStdin)>,
+}
+
+impl Hosts {
+    /// Makes the hosts (after removing any left by a killed run). `Err` is one line that
+    /// says what is missing: `ip`, or the right to make namespaces (`CAP_NET_ADMIN`).
+    pub fn create(clients: usize) -> Result<Hosts, String> {
+        if clients == 0 || clients > 200 {
+            return Err(format!(
+                "--client-hosts takes 1 to 200 test hosts, not {clients}"
+            ));
+        }
+        if Command::new("ip")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_err()
+        {
+            return Err(
+                "test hosts need `ip` (Debian: apt-get install iproute2; scripts/bench installs it)"
+                    .into(),
+            );
+        }
+        remove_stale();
+        let server = Host {
+            name: format!("{PREFIX}srv"),
+            addr: Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], 2),
+        };
+        let clients: Vec<Host> = (1..=clients)
+            .map(|i| Host {
+                name: format!("{PREFIX}c{i}"),
+                addr: Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], 10 + i as u8),
+            })
+            .collect();
+        let mut hosts = Hosts {
+            server,
+            clients,
+            reaper: None,
+        };
+        // The reaper first: whatever fails below, what was made is removed.
+        hosts.reaper = Some(start_reaper()?);
+        ip(&["link", "add", BRIDGE, "type", "bridge"]).map_err(|e| {
+            if e.contains("Operation not permitted") {
+                "test hosts need CAP_NET_ADMIN to make network namespaces (run as root)".to_string()
+            } else {
+                e
+            }
+        })?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", bridge_addr()),
+            "dev",
+            BRIDGE,
+        ])?;
+        ip(&["link", "set", BRIDGE, "up"])?;
+        for host in std::iter::once(&hosts.server).chain(&hosts.clients) {
+            join(host)?;
+        }
+        Ok(hosts)
+    }
+
+    /// Every host, the server's first.
+    pub fn all(&self) -> impl Iterator<Item = &Host> {
+        std::iter::once(&self.server).chain(&self.clients)
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        if let Some((mut child, stdin)) = self.reaper.take() {
+            drop(stdin);
+            // The reaper removes everything, then exits: wait for it so that nothing is
+            // left when the caller goes on (a test checks at once).
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Makes `host`'s namespace and joins it to the bridge with a veth pair.
+fn join(host: &Host) -> Result<(), String> {
+    let outer = format!("{}-v", host.name);
+    ip(&["netns", "add", &host.name])?;
+    ip(&[
+        "link", "add", &outer, "type", "veth", "peer", "name", "eth0", "netns", &host.name,
+    ])?;
+    ip(&["link", "set", &outer, "master", BRIDGE, "up"])?;
+    let inside = |argv: &[&str]| {
+        let mut all = vec!["-n", host.name.as_str()];
+        all.extend_from_slice(argv);
+        ip(&all)
+    };
+    inside(&["addr", "add", &format!("{}/24", host.addr), "dev", "eth0"])?;
+    inside(&["link", "set", "eth0", "up"])?;
+    inside(&["link", "set", "lo", "up"])
+}
+
+/// Runs `ip ARGS`; `Err` holds what it said.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// The shell that removes every test host: each namespace's processes killed (a Tsung
+/// node, `epmd`), the namespace deleted (its veth end goes with it), then the bridge.
+const REMOVE: &str = r#"
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^azh-'); do
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    for pid in $pids; do kill -9 "$pid" 2>/dev/null; done
+    # Until they are gone (at most 5 s): nothing of a run outlives it.
+    for pid in $pids; do
+        i=0; while [ -d /proc/$pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+    done
+    ip netns del "$ns" 2>/dev/null
+done
+for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^azh-'); do
+    ip link del "$link" 2>/dev/null
+done
+true
+"#;
+
+/// Removes the test hosts of an earlier run that could not (killed with its reaper, or a
+/// machine that lost power mid-run).
+pub fn remove_stale() {
+    let _ = Command::new("sh")
+        .args(["-c", REMOVE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Erlang's port mapper in this namespace, started by the Tsung controller (`epmd
+/// -daemon` outlives it): stopped unless it ran before the hosts were made (`$KEEP`).
+const REMOVE_EPMD: &str = r#"
+here=$(readlink /proc/self/ns/net)
+for pid in $(pgrep -x epmd); do
+    [ "$(readlink /proc/$pid/ns/net)" = "$here" ] || continue
+    case " $KEEP " in *" $pid "*) ;; *)
+        kill "$pid" 2>/dev/null
+        i=0; while [ -d /proc/$pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done ;;
+    esac
+done
+"#;
+
+/// Starts the reaper: it waits for its stdin to close, then removes every host, and the
+/// `epmd` of this namespace if there was none before.
+fn start_reaper() -> Result<(Child, ChildStdin), String> {
+    let keep: Vec<String> = Command::new("pgrep")
+        .args(["-x", "epmd"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let script = format!(
+        "trap '' INT TERM HUP; KEEP='{}'; cat >/dev/null; {REMOVE} {REMOVE_EPMD}",
+        keep.join(" ")
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe; the reaper leaves bench's process group and
+    // session, so neither Ctrl-C at the terminal nor bench's group kill reaches it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the test hosts' reaper: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("the reaper has no stdin")?;
+    // A byte proves the pipe is up; the reaper reads until it closes.
+    let _ = stdin.write_all(b"\n");
+    Ok((child, stdin))
+}
+
+/// The test hosts that exist now (namespaces named with [`PREFIX`]): empty after a run.
+pub fn existing() -> Vec<String> {
+    Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|n| n.starts_with(PREFIX))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The processes of namespace `ns` now (`ip netns pids`).
+fn pids_of(ns: &str) -> Vec<i32> {
+    Command::new("ip")
+        .args(["netns", "pids", ns])
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The CPU each test host's processes spend during a run. A Tsung node starts with the
+/// run and ends with it, so it is read every 250 ms while it lives: each process's last
+/// reading counts (the CPU of its last quarter second before exit is lost).
+pub struct CpuWatch {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<f64>>,
+}
+
+impl CpuWatch {
+    /// Starts reading the processes of `namespaces`.
+    pub fn start(namespaces: Vec<String>) -> CpuWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut last: Vec<std::collections::HashMap<i32, f64>> =
+                vec![Default::default(); namespaces.len()];
+            loop {
+                let done = flag.load(Ordering::Relaxed);
+                for (ns, seen) in namespaces.iter().zip(&mut last) {
+                    for (pid, cpu) in procfs::cpu_by_pid(&pids_of(ns)) {
+                        seen.insert(pid, cpu);
+                    }
+                }
+                if done {
+                    return last.iter().map(|m| m.values().sum()).collect();
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        CpuWatch { stop, thread }
+    }
+
+    /// Stops reading: each host's CPU seconds, in the order of the namespaces.
+    pub fn stop(self) -> Vec<f64> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}

@@ -1,0 +1,173 @@
+//! `--client tsung --client-hosts N`: Tsung as a distributed client on test hosts
+//! (network namespaces on 10.77.203.0/24, made and removed by bench itself). Needs root
+//! (CAP_NET_ADMIN) and Tsung, which scripts/test installs. The tests take turns: the test
+//! hosts have fixed names, one set per machine at a time.
+
+use std::process::Command;
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The namespaces, links and Erlang processes a run could leave behind.
+fn leftovers() -> Vec<String> {
+    let text = |argv: &[&str]| {
+        Command::new(argv[0])
+            .args(&argv[1..])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let mut left: Vec<String> = text(&["ip", "netns", "list"])
+        .lines()
+        .chain(text(&["ip", "-o", "link", "show"]).lines())
+        .filter(|l| l.contains("azh-"))
+        .map(str::to_string)
+        .collect();
+    // Tsung's nodes and controller are Erlang VMs (beam.smp) started by `tsung`.
+    left.extend(
+        text(&[
+            "pgrep",
+            "-a",
+            "-f",
+            "tsung_controller|tsung[0-9]+@10\\.77\\.203",
+        ])
+        .lines()
+        .map(str::to_string),
+    );
+    left
+}
+
+fn epmd_pids() -> Vec<String> {
+    Command::new("pgrep")
+        .args(["-x", "epmd"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn bench(args: &[&str]) -> std::process::Output {
+    let server = conformance::binary("prefork-eventloop");
+    Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(args)
+        .arg("--bin-dir")
+        .arg(server.parent().unwrap())
+        .arg("--db")
+        .arg(conformance::test_db())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn two_test_hosts_load_prefork_eventloop_and_leave_nothing_behind() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        Command::new("tsung").arg("-v").output().is_ok(),
+        "tsung is not installed (scripts/test installs it)"
+    );
+    let epmd_before = epmd_pids();
+    let out_dir = std::env::temp_dir().join(format!("archzoo-tsung-test-{}", std::process::id()));
+    let out = bench(&[
+        "--quick",
+        "--variants",
+        "prefork-eventloop",
+        "--client",
+        "tsung",
+        "--client-hosts",
+        "2",
+        "--keepalive",
+        "on,off",
+        "-c",
+        "8",
+        "--out",
+        &out_dir.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("test host azh-c1 at 10.77.203.11"),
+        "{stderr}"
+    );
+    let run_dir = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{json}");
+    for cell in cells {
+        assert!(cell["failure"].is_null(), "{cell}");
+        let run = &cell["runs"][0];
+        let outcome = &run["outcome"];
+        assert!(outcome["requests"].as_u64().unwrap() > 100, "{outcome}");
+        assert_eq!(outcome["failed"], 0, "{outcome}");
+        assert_eq!(outcome["non_2xx"], 0, "{outcome}");
+        for p in ["p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"] {
+            assert!(outcome[p].as_f64().unwrap() > 0.0, "{p}: {outcome}");
+        }
+        // Both hosts sent, and their shares add up to the whole.
+        let hosts = outcome["hosts"].as_array().unwrap();
+        let names: Vec<&str> = hosts.iter().map(|h| h["host"].as_str().unwrap()).collect();
+        assert_eq!(names, ["azh-c1", "azh-c2"], "{outcome}");
+        let sum: u64 = hosts.iter().map(|h| h["requests"].as_u64().unwrap()).sum();
+        assert_eq!(sum, outcome["requests"].as_u64().unwrap());
+        for h in hosts {
+            assert!(h["requests"].as_u64().unwrap() > 0, "{h}");
+            assert!(h["cpu_pct"].as_f64().unwrap() > 0.0, "{h}");
+        }
+        assert!(
+            run["server_cpu_us_per_req"].as_f64().unwrap() > 0.0,
+            "{run}"
+        );
+        assert!(
+            run["command"].as_str().unwrap().starts_with("tsung -f "),
+            "{run}"
+        );
+    }
+    assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
+    let new_epmd: Vec<String> = epmd_pids()
+        .into_iter()
+        .filter(|p| !epmd_before.contains(p))
+        .collect();
+    assert_eq!(new_epmd, Vec::<String>::new(), "epmd left running");
+}
+
+#[test]
+fn tsung_without_its_hosts_is_one_clear_error() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (args, says) in [
+        (
+            &["--client", "tsung"][..],
+            "--client tsung needs --client-hosts",
+        ),
+        (
+            &["--client", "wrk", "--client-hosts", "2"][..],
+            "--client-hosts is for --client tsung",
+        ),
+        (
+            &["--client", "tsung", "--client-hosts", "a,b"][..],
+            "--client-hosts takes a number of test hosts",
+        ),
+    ] {
+        let out = bench(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.lines().filter(|l| l.contains("error")).count(),
+            1,
+            "{stderr}"
+        );
+    }
+    assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
+}
