@@ -515,10 +515,17 @@ fn measure(
         spent.map(|s| 100.0 * s.cpu_secs / busy / plan.server_cpus.len().max(1) as f64);
     let mut client_cpu_pct = 100.0 * client_cpu / busy;
     if let Some(fleet) = load.fleet {
-        // Each host by the name the run gives it, with its node's CPU; the busiest host
-        // is the client's figure for the verdict (one saturated host caps the fleet) —
-        // not the controller here, which starts and stops the nodes but sends nothing.
-        client_cpu_pct = 0.0;
+        // Each host by the name the run gives it, with its node's CPU. The client's figure
+        // for the verdict is the fleet's, not the controller's (it starts and stops the
+        // nodes but sends nothing): test hosts share the client CPUs, so their nodes'
+        // CPU together over those CPUs; real hosts each have their own, so the busiest
+        // one (one saturated host caps the fleet).
+        let shared = match &fleet.reach {
+            Reach::TestHosts { cpus, .. } => Some(cpus.len().max(1) as f64),
+            Reach::Ssh => None,
+        };
+        let mut total = 0.0;
+        let mut busiest: f64 = 0.0;
         for share in &mut outcome.hosts {
             let Some(i) = fleet.hosts.iter().position(|h| h.tsung_host == share.host) else {
                 continue;
@@ -528,8 +535,10 @@ fn measure(
                 .as_ref()
                 .and_then(|c| c.get(i))
                 .map(|secs| 100.0 * secs / busy);
-            client_cpu_pct = client_cpu_pct.max(share.cpu_pct.unwrap_or(0.0));
+            total += share.cpu_pct.unwrap_or(0.0);
+            busiest = busiest.max(share.cpu_pct.unwrap_or(0.0));
         }
+        client_cpu_pct = shared.map_or(busiest, |cpus| total / cpus);
     }
     Ok(Run {
         server_cpu_us_per_req: spent.and_then(|s| per_req(s.cpu_secs * 1e6)),
