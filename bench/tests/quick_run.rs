@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+mod support;
+
 #[test]
 fn quick_run_on_one_variant_writes_figures() {
     let out = Out::new("bench");
@@ -533,15 +535,7 @@ impl Drop for Out {
 /// Runs `bench` against the debug server binaries and the test database; returns stdout
 /// after checking the exit status.
 fn bench(args: &[&str]) -> String {
-    let server = conformance::binary("prefork-eventloop");
-    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(args)
-        .arg("--bin-dir")
-        .arg(server.parent().unwrap())
-        .arg("--db")
-        .arg(conformance::test_db())
-        .output()
-        .unwrap();
+    let out = support::bench_output(args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

@@ -6,6 +6,10 @@
 use std::process::Command;
 use std::sync::Mutex;
 
+use bench::measure::hosts;
+
+mod support;
+
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The namespaces, links and Erlang processes a run could leave behind.
@@ -17,12 +21,13 @@ fn leftovers() -> Vec<String> {
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default()
     };
-    let mut left: Vec<String> = text(&["ip", "netns", "list"])
-        .lines()
-        .chain(text(&["ip", "-o", "link", "show"]).lines())
-        .filter(|l| l.contains("azh-"))
-        .map(str::to_string)
-        .collect();
+    let mut left = hosts::existing();
+    left.extend(
+        text(&["ip", "-o", "link", "show"])
+            .lines()
+            .filter(|l| l.contains(hosts::PREFIX))
+            .map(str::to_string),
+    );
     // Tsung's nodes and controller are Erlang VMs (beam.smp) started by `tsung`.
     left.extend(
         text(&[
@@ -37,29 +42,8 @@ fn leftovers() -> Vec<String> {
     left
 }
 
-fn epmd_pids() -> Vec<String> {
-    Command::new("pgrep")
-        .args(["-x", "epmd"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn bench(args: &[&str]) -> std::process::Output {
-    let server = conformance::binary("prefork-eventloop");
-    Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(args)
-        .arg("--bin-dir")
-        .arg(server.parent().unwrap())
-        .arg("--db")
-        .arg(conformance::test_db())
-        .output()
-        .unwrap()
+    support::bench_output(args)
 }
 
 #[test]
@@ -69,7 +53,7 @@ fn two_test_hosts_load_prefork_eventloop_and_leave_nothing_behind() {
         Command::new("tsung").arg("-v").output().is_ok(),
         "tsung is not installed (scripts/test installs it)"
     );
-    let epmd_before = epmd_pids();
+    let epmd_before = hosts::epmd_pids();
     let out_dir = std::env::temp_dir().join(format!("archzoo-tsung-test-{}", std::process::id()));
     let out = bench(&[
         "--quick",
@@ -135,7 +119,7 @@ fn two_test_hosts_load_prefork_eventloop_and_leave_nothing_behind() {
         );
     }
     assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
-    let new_epmd: Vec<String> = epmd_pids()
+    let new_epmd: Vec<String> = hosts::epmd_pids()
         .into_iter()
         .filter(|p| !epmd_before.contains(p))
         .collect();

@@ -219,16 +219,7 @@ done
 /// Starts the reaper: it waits for its stdin to close, then removes every host, and the
 /// `epmd` of this namespace if there was none before.
 fn start_reaper() -> Result<(Child, ChildStdin), String> {
-    let keep: Vec<String> = Command::new("pgrep")
-        .args(["-x", "epmd"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    let keep = epmd_pids();
     let script = format!(
         "trap '' INT TERM HUP; KEEP='{}'; cat >/dev/null; {REMOVE} {REMOVE_EPMD}",
         keep.join(" ")
@@ -253,6 +244,20 @@ fn start_reaper() -> Result<(Child, ChildStdin), String> {
     // A byte proves the pipe is up; the reaper reads until it closes.
     let _ = stdin.write_all(b"\n");
     Ok((child, stdin))
+}
+
+/// The pids of every Erlang port mapper (`epmd`) running now, in any namespace.
+pub fn epmd_pids() -> Vec<String> {
+    Command::new("pgrep")
+        .args(["-x", "epmd"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The test hosts that exist now (namespaces named with [`PREFIX`]): empty after a run.
