@@ -255,7 +255,7 @@ fn main() {
             other => fail(format!("--keepalive takes on and/or off, not '{other}'")),
         })
         .collect();
-    if args.syscalls && which("perf").is_none() {
+    if args.syscalls && clients::on_path("perf").is_none() {
         fail("--syscalls needs perf (Debian: apt-get install linux-perf)");
     }
     if args.profile {
@@ -375,7 +375,7 @@ fn main() {
     );
 
     if args.attack.is_some() {
-        if which("slowhttptest").is_none() {
+        if clients::on_path("slowhttptest").is_none() {
             fail("--attack needs slowhttptest (scripts/bench installs it)");
         }
         let seconds = if args.quick { 6 } else { 15 };
@@ -448,9 +448,6 @@ fn main() {
             rate: None,
         };
         let cells = modes::slo::run(&plan, &targets, &spec, slo);
-        if let Some(fleet) = &plan.fleet {
-            let _ = std::fs::remove_dir_all(&fleet.dir);
-        }
         println!("{}", write::slo::table(&cells, slo));
         write_results(
             &args.out.join(timestamp()),
@@ -514,9 +511,6 @@ fn main() {
             ..Results::default()
         },
     );
-    if let Some(fleet) = &plan.fleet {
-        let _ = std::fs::remove_dir_all(&fleet.dir);
-    }
     match profiles {
         Some(Ok(written)) => {
             for file in written {
@@ -556,7 +550,7 @@ fn test_hosts(args: &Args, client: Client) -> Option<Hosts> {
 }
 
 /// Tsung's view of the test hosts: each client host by address, entered by namespace,
-/// its node pinned to the client CPUs; its files in a scratch folder of this run.
+/// its node pinned to the client CPUs; its files in the hosts' scratch folder.
 fn fleet(hosts: &Hosts, client_cpus: &[usize]) -> Fleet {
     Fleet {
         hosts: hosts
@@ -572,7 +566,7 @@ fn fleet(hosts: &Hosts, client_cpus: &[usize]) -> Fleet {
             namespaces: hosts.clients.iter().map(|h| h.name.clone()).collect(),
             cpus: client_cpus.to_vec(),
         },
-        dir: std::env::temp_dir().join(format!("archzoo-tsung-{}", std::process::id())),
+        dir: hosts.scratch.clone(),
     }
 }
 
@@ -642,10 +636,6 @@ fn commit() -> String {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    clients::on_path(tool)
 }
 
 fn version_line(argv: &[&str]) -> String {

@@ -246,8 +246,13 @@ pub fn free_port() -> std::io::Result<u16> {
 impl Launch {
     /// `binary` on 127.0.0.1, port 0 (a free port, named in its start-up line).
     pub fn new(binary: &Path) -> Launch {
+        Launch::new_on(binary, std::net::Ipv4Addr::LOCALHOST.into())
+    }
+
+    /// `binary` on `addr`, port 0: a test host's address (see [`Launch::in_namespace`]).
+    pub fn new_on(binary: &Path, addr: std::net::IpAddr) -> Launch {
         let mut cmd = Command::new(binary);
-        cmd.args(["--bind", "127.0.0.1", "--port", "0"]);
+        cmd.args(["--bind", &addr.to_string(), "--port", "0"]);
         Launch::from_command(cmd)
     }
 
@@ -271,19 +276,13 @@ impl Launch {
     }
 
     /// Runs the server inside the network namespace `ns` (a test host: `ip netns exec`,
-    /// which execs it, so its pid is the server's), listening on `addr` instead of
-    /// loopback. Call after the flags are added.
-    pub fn in_namespace(self, ns: &str, addr: std::net::IpAddr) -> Launch {
+    /// which execs it, so its pid is the server's), with the flags it has so far; made
+    /// with [`Launch::new_on`] the namespace's address, it listens there.
+    pub fn in_namespace(self, ns: &str) -> Launch {
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns]).arg(self.cmd.get_program());
-        let loopback = OsStr::new("127.0.0.1");
-        for arg in self.cmd.get_args() {
-            if arg == loopback {
-                cmd.arg(addr.to_string());
-            } else {
-                cmd.arg(arg);
-            }
-        }
+        cmd.args(["netns", "exec", ns])
+            .arg(self.cmd.get_program())
+            .args(self.cmd.get_args());
         let mut launch = Launch::from_command(cmd);
         launch.cpus = self.cpus;
         launch.max_files = self.max_files;

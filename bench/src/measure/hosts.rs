@@ -16,6 +16,7 @@
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::procfs;
+use variants::launch;
 
 /// The first three octets of the test hosts' /24.
 pub const SUBNET: [u8; 3] = [10, 77, 203];
@@ -57,6 +59,9 @@ pub fn bridge_addr() -> Ipv4Addr {
 pub struct Hosts {
     pub server: Host,
     pub clients: Vec<Host>,
+    /// A folder for what runs on the hosts writes here (Tsung's configurations and
+    /// logs), removed with them.
+    pub scratch: PathBuf,
     /// The reaper's stdin: closing it (drop, exit, death) removes every host.
     reaper: Option<(Child, ChildStdin)>,
 }
@@ -93,13 +98,15 @@ impl Hosts {
                 addr: Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], 10 + i as u8),
             })
             .collect();
-        let mut hosts = Hosts {
+        let scratch = std::env::temp_dir().join(format!("archzoo-hosts-{}", std::process::id()));
+        // The reaper first: whatever fails below, what was made is removed.
+        let reaper = start_reaper(&scratch)?;
+        let hosts = Hosts {
             server,
             clients,
-            reaper: None,
+            scratch,
+            reaper: Some(reaper),
         };
-        // The reaper first: whatever fails below, what was made is removed.
-        hosts.reaper = Some(start_reaper()?);
         ip(&["link", "add", BRIDGE, "type", "bridge"]).map_err(|e| {
             if e.contains("Operation not permitted") {
                 "test hosts need CAP_NET_ADMIN to make network namespaces (run as root)".to_string()
@@ -115,7 +122,7 @@ impl Hosts {
             BRIDGE,
         ])?;
         ip(&["link", "set", BRIDGE, "up"])?;
-        for host in std::iter::once(&hosts.server).chain(&hosts.clients) {
+        for host in hosts.all() {
             join(host)?;
         }
         Ok(hosts)
@@ -216,13 +223,14 @@ for pid in $(pgrep -x epmd); do
 done
 "#;
 
-/// Starts the reaper: it waits for its stdin to close, then removes every host, and the
-/// `epmd` of this namespace if there was none before.
-fn start_reaper() -> Result<(Child, ChildStdin), String> {
+/// Starts the reaper: it waits for its stdin to close, then removes every host, the
+/// `epmd` of this namespace if there was none before, and the `scratch` folder.
+fn start_reaper(scratch: &Path) -> Result<(Child, ChildStdin), String> {
     let keep = epmd_pids();
     let script = format!(
-        "trap '' INT TERM HUP; KEEP='{}'; cat >/dev/null; {REMOVE} {REMOVE_EPMD}",
-        keep.join(" ")
+        "trap '' INT TERM HUP; KEEP='{}'; cat >/dev/null; {REMOVE} {REMOVE_EPMD} rm -rf {}",
+        keep.join(" "),
+        launch::shell_word(&scratch.display().to_string())
     );
     let mut cmd = Command::new("sh");
     cmd.args(["-c", &script])
@@ -246,49 +254,41 @@ fn start_reaper() -> Result<(Child, ChildStdin), String> {
     Ok((child, stdin))
 }
 
-/// The pids of every Erlang port mapper (`epmd`) running now, in any namespace.
-pub fn epmd_pids() -> Vec<String> {
-    Command::new("pgrep")
-        .args(["-x", "epmd"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The test hosts that exist now (namespaces named with [`PREFIX`]): empty after a run.
-pub fn existing() -> Vec<String> {
-    Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| l.split_whitespace().next())
-                .filter(|n| n.starts_with(PREFIX))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The processes of namespace `ns` now (`ip netns pids`).
-fn pids_of(ns: &str) -> Vec<i32> {
-    Command::new("ip")
-        .args(["netns", "pids", ns])
+/// The words `argv` prints on stdout (nothing if it cannot run).
+fn words(argv: &[&str]) -> Vec<String> {
+    Command::new(argv[0])
+        .args(&argv[1..])
         .stderr(Stdio::null())
         .output()
         .map(|o| {
             String::from_utf8_lossy(&o.stdout)
                 .split_whitespace()
-                .filter_map(|p| p.parse().ok())
+                .map(str::to_string)
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The pids of every Erlang port mapper (`epmd`) running now, in any namespace.
+pub fn epmd_pids() -> Vec<String> {
+    words(&["pgrep", "-x", "epmd"])
+}
+
+/// The test hosts that exist now (namespaces named with [`PREFIX`]): empty after a run.
+pub fn existing() -> Vec<String> {
+    // `ip netns list` prints `NAME (id: N)`: only the names start with the prefix.
+    words(&["ip", "netns", "list"])
+        .into_iter()
+        .filter(|w| w.starts_with(PREFIX))
+        .collect()
+}
+
+/// The processes of namespace `ns` now (`ip netns pids`).
+fn pids_of(ns: &str) -> Vec<i32> {
+    words(&["ip", "netns", "pids", ns])
+        .iter()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// The CPU each test host's processes spend during a run. A Tsung node starts with the

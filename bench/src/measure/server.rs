@@ -44,13 +44,16 @@ pub fn start_on(
             path.display()
         ));
     }
-    let launch = Launch::new(&path)
-        .args(["--stats", "--workers", &workers.to_string()])
-        .args(variant.args)
-        .args(extra)
-        .pin(cpus);
+    let launch = match host {
+        Some(h) => Launch::new_on(&path, h.addr.into()),
+        None => Launch::new(&path),
+    }
+    .args(["--stats", "--workers", &workers.to_string()])
+    .args(variant.args)
+    .args(extra)
+    .pin(cpus);
     match host {
-        Some(h) => launch.in_namespace(&h.name, h.addr.into()),
+        Some(h) => launch.in_namespace(&h.name),
         None => launch,
     }
     .start()

@@ -235,28 +235,33 @@ pub fn config(fleet: &Fleet, load: &Load) -> Result<String, String> {
 }
 
 /// One node's requests, from its protocol log.
-#[derive(Debug, Default)]
 struct NodeLog {
     requests: u64,
     non_2xx: u64,
     errors: u64,
     first: f64,
     last: f64,
-    latency: Option<Histogram<u64>>,
+    latency: Histogram<u64>,
 }
 
 /// The longest latency the histograms hold, in µs (a minute); longer ones are clamped.
 const MAX_US: u64 = 60_000_000;
 
+/// An empty latency histogram: 1 µs to [`MAX_US`], three significant digits.
+fn histogram() -> Result<Histogram<u64>, String> {
+    Histogram::new_with_bounds(1, MAX_US, 3).map_err(|e| format!("histogram: {e}"))
+}
+
 /// Reads one node's `tsung-N.dump`: `date;pid;id;method;host;url;status;size;duration
 /// (ms);transaction;match;error;tag`, a line per request.
 fn read_dump(text: &str) -> Result<NodeLog, String> {
     let mut log = NodeLog {
+        requests: 0,
+        non_2xx: 0,
+        errors: 0,
         first: f64::INFINITY,
-        latency: Some(
-            Histogram::new_with_bounds(1, MAX_US, 3).map_err(|e| format!("histogram: {e}"))?,
-        ),
-        ..NodeLog::default()
+        last: 0.0,
+        latency: histogram()?,
     };
     for line in text
         .lines()
@@ -279,9 +284,9 @@ fn read_dump(text: &str) -> Result<NodeLog, String> {
             log.errors += 1;
         }
         let us = ((ms * 1000.0).round() as u64).clamp(1, MAX_US);
-        if let Some(h) = log.latency.as_mut() {
-            h.record(us).map_err(|e| format!("histogram: {e}"))?;
-        }
+        log.latency
+            .record(us)
+            .map_err(|e| format!("histogram: {e}"))?;
     }
     Ok(log)
 }
@@ -355,12 +360,9 @@ pub fn read_logs(dir: &Path) -> Result<Outcome, String> {
         .fold(f64::INFINITY, f64::min);
     let last = nodes.iter().map(|(_, n)| n.last).fold(0.0, f64::max);
     let span = (last - first).max(1e-3);
-    let mut all =
-        Histogram::<u64>::new_with_bounds(1, MAX_US, 3).map_err(|e| format!("histogram: {e}"))?;
+    let mut all = histogram()?;
     for (_, n) in &nodes {
-        if let Some(h) = &n.latency {
-            all.add(h).map_err(|e| format!("histogram: {e}"))?;
-        }
+        all.add(&n.latency).map_err(|e| format!("histogram: {e}"))?;
     }
     let log = std::fs::read_to_string(dir.join("tsung.log")).unwrap_or_default();
     let (failed, timeouts) = error_counts(&log);
