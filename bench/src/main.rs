@@ -403,19 +403,38 @@ fn main() {
         return;
     }
     if let Some(n) = args.idle_conns {
-        let rows = modes::idle::run(
-            &plan.bin_dir,
-            &variants,
-            &peers,
+        let holder = match (&plan.fleet, &plan.server_host) {
+            (Some(fleet), Some(server_host)) => modes::idle::Holder::Fleet {
+                fleet,
+                server_host,
+                client_cpus: &plan.client_cpus,
+            },
+            _ => modes::idle::Holder::Here,
+        };
+        let rows = modes::idle::run(&modes::idle::Setup {
+            bin_dir: &plan.bin_dir,
+            variants: &variants,
+            peers: &peers,
             n,
-            &plan.server_cpus,
-            &args.db,
-        );
+            cpus: &plan.server_cpus,
+            db: &args.db,
+            holder,
+        });
         println!("{}", write::idle::table(&rows));
+        print!("{}", write::idle::hosts(&rows));
         let mut meta = meta(&args, &plan, &peers);
-        meta["client"] =
-            "bench itself, not pinned (connections from 127.0.0.x, in waves of 256)".into();
-        meta["client_cpus"] = serde_json::Value::Null;
+        if plan.fleet.is_some() {
+            meta["client"] = format!(
+                "tsung on {} test hosts, {} connections a second (users that wait for a release)",
+                plan.fleet.as_ref().map_or(0, |f| f.hosts.len()),
+                bench::measure::client::tsung::idle::ARRIVALS
+            )
+            .into();
+        } else {
+            meta["client"] =
+                "bench itself, not pinned (connections from 127.0.0.x, in waves of 256)".into();
+            meta["client_cpus"] = serde_json::Value::Null;
+        }
         write_results(
             &args.out.join(timestamp()),
             &Results {
@@ -534,8 +553,8 @@ fn test_hosts(args: &Args, client: Client) -> Option<Hosts> {
     if client != Client::Tsung {
         fail("--client-hosts is for --client tsung");
     }
-    if args.idle_conns.is_some() || args.attack.is_some() || args.url.is_some() {
-        fail("--client tsung drives the matrix, --rate and --slo: not --idle-conns, --attack or --url yet");
+    if args.attack.is_some() || args.url.is_some() {
+        fail("--client tsung drives the matrix, --rate, --slo and --idle-conns: not --attack or --url yet");
     }
     let n: usize = list.parse().unwrap_or_else(|_| {
         fail(format!(

@@ -263,6 +263,13 @@ pub fn raise_fd_limit_to(need: u64) -> Result<(), String> {
 }
 
 /// The current RLIMIT_NOFILE.
+/// The most descriptors one process may open here: the hard `RLIMIT_NOFILE`, which only
+/// a process with `CAP_SYS_RESOURCE` may raise (`bench --idle-conns` spreads connections
+/// over processes and client hosts to stay under it).
+pub fn fd_hard_limit() -> Result<u64, String> {
+    fd_limit().map(|l| l.rlim_max)
+}
+
 fn fd_limit() -> Result<libc::rlimit, String> {
     // SAFETY: getrlimit with a valid rlimit struct to fill.
     unsafe {

@@ -46,7 +46,12 @@ func main() {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintf(w, "slept=%d", ms)
 	})
-	server := &http.Server{Addr: "127.0.0.1:" + os.Args[1], Handler: mux}
+	// The address: loopback, or a test host's (bench sets ARCHZOO_PEER_HOST).
+	host := os.Getenv("ARCHZOO_PEER_HOST")
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	server := &http.Server{Addr: host + ":" + os.Args[1], Handler: mux}
 	if err := server.ListenAndServe(); err != nil {
 		fmt.Fprintln(os.Stderr, "go-nethttp:", err)
 		os.Exit(1)

@@ -39,6 +39,6 @@ if (cluster.isPrimary && workers > 1) {
     } else {
       send(res, 404, 'not found\n');
     }
-  }).listen(port, '127.0.0.1');
+  }).listen(port, process.env.ARCHZOO_PEER_HOST || '127.0.0.1');
   process.on('SIGTERM', () => process.exit(0));
 }

@@ -64,7 +64,7 @@ class Db(tornado.web.RequestHandler):
 
 def main():
     port, workers = int(sys.argv[1]), int(sys.argv[2])
-    sockets = tornado.netutil.bind_sockets(port, "127.0.0.1")
+    sockets = tornado.netutil.bind_sockets(port, os.environ.get("ARCHZOO_PEER_HOST", "127.0.0.1"))
     if workers > 1:
         tornado.process.fork_processes(workers)
     app = tornado.web.Application(

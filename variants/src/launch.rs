@@ -283,6 +283,12 @@ impl Launch {
         cmd.args(["netns", "exec", ns])
             .arg(self.cmd.get_program())
             .args(self.cmd.get_args());
+        for (key, value) in self.cmd.get_envs() {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
         let mut launch = Launch::from_command(cmd);
         launch.cpus = self.cpus;
         launch.max_files = self.max_files;
@@ -296,6 +302,12 @@ impl Launch {
         S: AsRef<OsStr>,
     {
         self.cmd.args(args);
+        self
+    }
+
+    /// Sets an environment variable of the server's.
+    pub fn env(mut self, key: &str, value: &str) -> Launch {
+        self.cmd.env(key, value);
         self
     }
 

@@ -5,7 +5,8 @@
 //! Built-in peers ([`BUILTIN`]) are started by `peers/run NAME PORT WORKERS DB` (their
 //! programs and configurations live in `peers/`, `peers/install` installs them); any other
 //! server joins with `--peer 'NAME=COMMAND'`, where the command names `{port}` and may name
-//! `{workers}` and `{db}`.
+//! `{workers}`, `{db}` and `{host}` (the address to listen on: loopback, or a test
+//! host's).
 
 /// Where the built-in peers' programs are: `peers/` of this checkout.
 pub const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../peers");
@@ -14,6 +15,10 @@ pub const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../peers");
 /// `worker_connections`; default 10240), as `--max-conns` sizes a model's: `bench
 /// --idle-conns` sets it above the connections it opens.
 pub const CONNS_ENV: &str = "ARCHZOO_PEER_CONNS";
+
+/// The environment variable `peers/run` takes the address to listen on from (default
+/// 127.0.0.1): a test host's address when bench runs the peer inside that host.
+pub const HOST_ENV: &str = "ARCHZOO_PEER_HOST";
 
 /// Why the built-in peer `name` cannot start here (`peers/run --check`), if it cannot.
 pub fn missing(name: &str) -> Option<String> {

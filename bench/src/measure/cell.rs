@@ -170,12 +170,15 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
 
 /// Why `target` cannot run `workload` at all (`n/a …`), if it cannot.
 fn not_applicable(plan: &Plan, target: &Target, workload: &Workload) -> Option<String> {
+    if plan.server_host.is_some() && workload.needs_database() {
+        return Some(
+            "n/a (the database listens on this machine's loopback, which a test host cannot reach)"
+                .into(),
+        );
+    }
     let Target::Peer(peer) = target else {
         return None;
     };
-    if plan.server_host.is_some() {
-        return Some("n/a (a peer listens on loopback: not on test hosts yet)".into());
-    }
     if peer.builtin && workload.needs_database() {
         return Some("n/a (the built-in peers have no /pg route)".into());
     }
@@ -211,6 +214,7 @@ impl<'a> Started<'a> {
                 &plan.server_cpus,
                 &plan.db,
                 plan.pg.as_deref(),
+                plan.server_host.as_ref(),
             )?),
             Target::Model(v) => {
                 let mut args = vec![

@@ -172,6 +172,31 @@ pub fn peak_rss_kib(pids: &[i32]) -> u64 {
     launch::status_kib(pids, "VmHWM")
 }
 
+/// Established TCP connections to local `port` in the network namespace of process `pid`
+/// (`/proc/PID/net/tcp` is that namespace's table: a server on a test host is read from
+/// here without entering it). Accepted or still queued, each counts.
+pub fn established(pid: i32, port: u16) -> usize {
+    let table = fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
+    count_established(&table, port)
+}
+
+/// [`established`] on the text of a `net/tcp` table: `sl local rem st …`, addresses as
+/// `HEXADDR:HEXPORT`, state `01` for established.
+fn count_established(table: &str, port: u16) -> usize {
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let mut f = l.split_whitespace().skip(1);
+            let (Some(addr), _, Some(state)) = (f.next(), f.next(), f.next()) else {
+                return false;
+            };
+            addr.ends_with(&local) && state == "01"
+        })
+        .count()
+}
+
 /// The machine, for the results file: CPU model, CPU count, kernel.
 pub fn machine() -> serde_json::Value {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -190,6 +215,21 @@ pub fn machine() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn established_connections_are_counted_by_local_port_and_state() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue\n\
+   0: 02CB4D0A:1F90 00000000:0000 0A 00000000:00000000\n\
+   1: 02CB4D0A:1F90 0BCB4D0A:9C41 01 00000000:00000000\n\
+   2: 02CB4D0A:1F90 0CCB4D0A:9C42 01 00000000:00000000\n\
+   3: 0BCB4D0A:9C41 02CB4D0A:1F90 01 00000000:00000000\n\
+   4: 02CB4D0A:1F90 0CCB4D0A:9C43 06 00000000:00000000\n";
+        assert_eq!(count_established(table, 8080), 2);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert_eq!(established(std::process::id() as i32, port), 1);
+    }
 
     #[test]
     fn the_busiest_threads_count_what_they_spent_in_between() {

@@ -61,13 +61,16 @@ pub fn start_on(
 }
 
 /// Starts a peer on a free port with `workers` workers (its `/db` on `db`, the `/pg`
-/// database's URL for a `{pg}` in its command), pinned to `cpus` like a model.
+/// database's URL for a `{pg}` in its command), pinned to `cpus` like a model; on a test
+/// host (`host`: inside its namespace, on its address — `{host}` in its command, and
+/// `peers/run`'s address) or, for `None`, on loopback here.
 pub fn start_peer(
     peer: &Peer,
     workers: usize,
     cpus: &[usize],
     db: &Path,
     pg: Option<&str>,
+    host: Option<&Host>,
 ) -> Result<Server, String> {
     let port = launch::free_port().map_err(|e| format!("no free port: {e}"))?;
     let peers_dir = std::fs::canonicalize(peers::DIR)
@@ -78,10 +81,16 @@ pub fn start_peer(
     let command = peer
         .command_line(port, workers, &db.display().to_string(), &peers_dir)
         .replace("{pg}", pg.unwrap_or(""));
-    Launch::shell(&command)
-        .pin(cpus)
-        .start_at(SocketAddr::from(([127, 0, 0, 1], port)))
-        .map_err(|e| format!("{} did not start: {e}", peer.name))
+    let addr = host.map_or(std::net::Ipv4Addr::LOCALHOST, |h| h.addr);
+    let launch = Launch::shell(&command.replace("{host}", &addr.to_string()))
+        .env(peers::HOST_ENV, &addr.to_string())
+        .pin(cpus);
+    match host {
+        Some(h) => launch.in_namespace(&h.name),
+        None => launch,
+    }
+    .start_at(SocketAddr::from((addr, port)))
+    .map_err(|e| format!("{} did not start: {e}", peer.name))
 }
 
 /// Checks the server's answer before measuring it: status 200 and the exact body, and —

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::client::HostLoad;
+
 /// One server's figures: what its idle connections cost and whether they were answered.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Row {
@@ -36,6 +38,21 @@ pub struct Row {
     /// Where opening stopped short of N, and why.
     #[serde(default)]
     pub stopped_by: Option<String>,
+    /// Worker processes the server ran with (one, unless the connections had to be
+    /// spread over processes to stay under each one's descriptor limit).
+    #[serde(default)]
+    pub workers: usize,
+    /// What keeps this row from holding N: a model whose one process holds every
+    /// connection, against one process's descriptor limit.
+    #[serde(default)]
+    pub held_back: Option<String>,
+    /// The second round's slowest answer, in ms (with a distributed client: every
+    /// connection asks at once).
+    #[serde(default)]
+    pub round_max_ms: Option<f64>,
+    /// Each client host's connections (a distributed client); empty for bench's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostLoad>,
 }
 
 impl Row {

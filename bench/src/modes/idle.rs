@@ -23,12 +23,17 @@ use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 
-use crate::measure::server;
+use crate::measure::client::tsung::{self, Fleet};
+use crate::measure::hosts::{self, Host};
+use crate::measure::{procfs, server};
+use crate::model::client::HostLoad;
 use crate::model::idle::{Row, ONE_CONN};
+use variants::launch::{self, Server};
 use variants::peers::{self, Peer};
 use variants::Variant;
 
@@ -101,27 +106,120 @@ fn round(conns: &mut [TcpStream]) -> usize {
     answered
 }
 
-/// Every variant, then every peer, each with one worker.
-pub fn run(
-    bin_dir: &Path,
-    variants: &[Variant],
-    peers: &[Peer],
+/// Who opens and holds the connections.
+pub enum Holder<'a> {
+    /// bench itself, from loopback source addresses, the servers here.
+    Here,
+    /// Tsung's nodes on test hosts, each its share from its own address; the servers in
+    /// the server host.
+    Fleet {
+        fleet: &'a Fleet,
+        server_host: &'a Host,
+        client_cpus: &'a [usize],
+    },
+}
+
+/// What one `--idle-conns` run measures, and with what.
+pub struct Setup<'a> {
+    pub bin_dir: &'a Path,
+    pub variants: &'a [Variant],
+    pub peers: &'a [Peer],
+    /// Connections to hold on each server.
+    pub n: usize,
+    /// The servers' CPUs.
+    pub cpus: &'a [usize],
+    pub db: &'a Path,
+    pub holder: Holder<'a>,
+}
+
+/// How one server is run for N connections.
+#[derive(Debug, Clone, PartialEq)]
+struct Sizing {
+    /// Connections to open (N, or one process's limit for a row that cannot spread).
     n: usize,
-    cpus: &[usize],
-    db: &Path,
-) -> Vec<Row> {
-    // The client's descriptors and the server's, which inherits this limit.
-    if let Err(e) = common::cli::raise_fd_limit_to(n as u64 + SPARE_FDS) {
+    workers: usize,
+    /// Each worker's `--max-conns` (a peer's connection table).
+    max_conns: usize,
+    held_back: Option<String>,
+}
+
+/// Sizes a server for `n` connections when one process may hold `cap` of them (its
+/// descriptor limit `hard`, less spares): one worker while one holds them all; else, for a
+/// model that spreads its connections over worker processes (`spreads`), enough workers
+/// that each stays under its limit with a quarter to spare (a reuseport hash is not
+/// exactly even; a shared socket's workers stop accepting at `--max-conns` and leave the
+/// rest to the others); a model whose one process holds every connection is held to
+/// `cap`, and the row says so.
+fn sizing(n: usize, spreads: bool, cap: usize, hard: u64) -> Sizing {
+    if n <= cap {
+        return Sizing {
+            n,
+            workers: 1,
+            max_conns: n + 16,
+            held_back: None,
+        };
+    }
+    if spreads {
+        return Sizing {
+            n,
+            workers: (n + n / 4).div_ceil(cap),
+            max_conns: cap,
+            held_back: None,
+        };
+    }
+    Sizing {
+        n: cap,
+        workers: 1,
+        max_conns: cap + 16,
+        held_back: Some(format!(
+            "one process holds every connection: {cap} opened, a process may have {hard} descriptors (RLIMIT_NOFILE hard)"
+        )),
+    }
+}
+
+/// What holding the connections showed, before the row is written.
+#[derive(Default)]
+struct Held {
+    held: usize,
+    first_round: usize,
+    answered: usize,
+    open_s: f64,
+    round_s: f64,
+    round_max_ms: Option<f64>,
+    rss_after_kib: u64,
+    stopped_by: Option<String>,
+    hosts: Vec<HostLoad>,
+}
+
+/// Every variant, then every peer.
+pub fn run(setup: &Setup) -> Vec<Row> {
+    let n = setup.n;
+    let fleet = matches!(setup.holder, Holder::Fleet { .. });
+    // The client's descriptors (bench's own connections) and the server's, which inherits
+    // this limit; with a fleet the client's are its nodes', each under its own limit.
+    let raised = if fleet {
+        common::cli::fd_hard_limit().and_then(common::cli::raise_fd_limit_to)
+    } else {
+        common::cli::raise_fd_limit_to(n as u64 + SPARE_FDS)
+    };
+    if let Err(e) = raised {
         return vec![Row::missing("all", "", e)];
     }
+    let hard = common::cli::fd_hard_limit().unwrap_or(SPARE_FDS * 2);
+    let cap = if fleet {
+        hard.saturating_sub(SPARE_FDS) as usize
+    } else {
+        n
+    };
+    if let Holder::Fleet { fleet, .. } = &setup.holder {
+        if let Err(e) = fits_the_fleet(n, fleet.hosts.len(), cap) {
+            return vec![Row::missing("all", "", e)];
+        }
+    }
     let mut rows = Vec::new();
-    // A built-in peer sizes its own connection table from this (nginx's
-    // worker_connections), as a model's from --max-conns. nginx closes idle keep-alive
-    // connections to make room once fewer than 1/16 of its table is free, so its table
-    // gets that sixteenth on top.
-    std::env::set_var(peers::CONNS_ENV, (n + n / 15 + 64).to_string());
-    let models = variants.iter().map(|v| (v.name, v.model, Some(v)));
-    let others = peers
+    let models = setup.variants.iter().map(|v| (v.name, v.model, Some(v)));
+    let others = setup
+        .peers
         .iter()
         .map(|p| (p.name.as_str(), p.what.as_str(), None));
     for (i, (name, model, variant)) in models.chain(others).enumerate() {
@@ -129,17 +227,52 @@ pub fn run(
             rows.push(Row::missing(name, model, ONE_CONN.into()));
             continue;
         }
+        // A peer's workers are processes as far as archzoo knows (nginx's are).
+        let spreads = variant.is_none_or(|v| v.processes && !v.ipc);
+        let size = sizing(n, spreads, cap, hard);
+        let server_host = match &setup.holder {
+            Holder::Here => None,
+            Holder::Fleet { server_host, .. } => Some(*server_host),
+        };
+        // A built-in peer sizes its own connection table from this (nginx's
+        // worker_connections), as a model's from --max-conns. nginx closes idle keep-alive
+        // connections to make room once fewer than 1/16 of its table is free, so its table
+        // gets that sixteenth on top.
+        let per_worker = size.n.div_ceil(size.workers);
+        std::env::set_var(
+            peers::CONNS_ENV,
+            (per_worker + per_worker / 15 + 64)
+                .min(size.max_conns.max(64))
+                .to_string(),
+        );
         let started = match variant {
             Some(v) => {
                 let extra = [
                     "--db".to_string(),
-                    db.display().to_string(),
+                    setup.db.display().to_string(),
                     "--max-conns".to_string(),
-                    (n + 16).to_string(),
+                    size.max_conns.to_string(),
+                    // Held longer than the slowest fleet takes to open them all.
+                    "--keepalive-timeout".to_string(),
+                    "600".to_string(),
                 ];
-                server::start(bin_dir, v, 1, cpus, &extra)
+                server::start_on(
+                    setup.bin_dir,
+                    v,
+                    size.workers,
+                    setup.cpus,
+                    &extra,
+                    server_host,
+                )
             }
-            None => server::start_peer(&peers[i - variants.len()], 1, cpus, db, None),
+            None => server::start_peer(
+                &setup.peers[i - setup.variants.len()],
+                size.workers,
+                setup.cpus,
+                setup.db,
+                None,
+                server_host,
+            ),
         };
         let server = match started {
             Ok(s) => s,
@@ -148,11 +281,17 @@ pub fn run(
                 continue;
             }
         };
+        // Where bench's own connections come from: loopback sources, or the bridge's end
+        // towards a test host.
+        let from = |i: usize| match &setup.holder {
+            Holder::Here => source(i),
+            Holder::Fleet { .. } => Ok(hosts::bridge_addr()),
+        };
         // A burst as wide as a wave first, so that what one wave leaves behind (pools
         // filled, a reactor's IPC buffers grown) is in the baseline, not charged to the
         // idle connections.
         if let Ok(mut burst) = (0..WAVE)
-            .map(|i| source(i).and_then(|src| connect(src, server.addr)))
+            .map(|i| from(i).and_then(|src| connect(src, server.addr)))
             .collect::<io::Result<Vec<TcpStream>>>()
         {
             round(&mut burst);
@@ -160,60 +299,254 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(300));
         let before = server.rss_kib();
-        // Opened a wave at a time, each wave answered before the next opens: a listen
-        // queue (nginx's is 511 long) is never asked to hold more than one wave.
-        let mut conns: Vec<TcpStream> = Vec::with_capacity(n);
-        let mut stopped_by = None;
-        let mut open_s = 0.0;
-        let mut first = 0;
-        while conns.len() < n && stopped_by.is_none() {
-            let from = conns.len();
-            let opening = Instant::now();
-            for i in from..n.min(from + WAVE) {
-                match source(i).and_then(|src| connect(src, server.addr)) {
-                    Ok(c) => conns.push(c),
-                    Err(e) => {
-                        stopped_by = Some(format!("stopped at {i}: {e}"));
-                        break;
-                    }
-                }
+        let held = match &setup.holder {
+            Holder::Here => hold_here(server, size.n),
+            Holder::Fleet {
+                fleet, client_cpus, ..
+            } => hold_on_fleet(fleet, client_cpus, server, size.n),
+        };
+        let held = match held {
+            Ok(h) => h,
+            Err(e) => {
+                rows.push(Row::missing(name, model, e));
+                continue;
             }
-            open_s += opening.elapsed().as_secs_f64();
-            first += round(&mut conns[from..]);
-        }
-        // Let the allocator settle what the burst left (returned buffers, freed pages).
-        std::thread::sleep(Duration::from_millis(300) + Duration::from_micros(10 * n as u64));
-        let after = server.rss_kib();
-        let answering = Instant::now();
-        let second = round(&mut conns);
-        let round_s = answering.elapsed().as_secs_f64();
-        let held = conns.len();
-        // The server closes first, so the TIME_WAIT sockets are its own, not the ports
-        // the next variant's client needs.
-        let _ = server.stop(server::STOP_GRACE);
-        drop(conns);
+        };
         rows.push(Row {
             variant: name.to_string(),
             model: model.to_string(),
             missing: None,
-            held,
+            held: held.held,
             rss_before_kib: before,
-            rss_after_kib: after,
-            bytes_per_conn: (after.saturating_sub(before) * 1024) / held.max(1) as u64,
-            open_s,
-            round_s,
-            answered: second,
-            first_round: first,
-            stopped_by,
+            rss_after_kib: held.rss_after_kib,
+            bytes_per_conn: (held.rss_after_kib.saturating_sub(before) * 1024)
+                / held.held.max(1) as u64,
+            open_s: held.open_s,
+            round_s: held.round_s,
+            answered: held.answered,
+            first_round: held.first_round,
+            stopped_by: held.stopped_by,
+            workers: size.workers,
+            held_back: size.held_back,
+            round_max_ms: held.round_max_ms,
+            hosts: held.hosts,
         });
     }
     rows
+}
+
+/// bench holds `n` connections itself: opened a wave at a time, each wave answered before
+/// the next opens (a listen queue — nginx's is 511 long — is never asked to hold more than
+/// one wave); the server's memory read; then one more request on each. The server is
+/// stopped before the connections close, so the TIME_WAIT sockets are its own, not the
+/// ports the next server's client needs.
+fn hold_here(server: Server, n: usize) -> Result<Held, String> {
+    let mut conns: Vec<TcpStream> = Vec::with_capacity(n);
+    let mut stopped_by = None;
+    let mut open_s = 0.0;
+    let mut first = 0;
+    while conns.len() < n && stopped_by.is_none() {
+        let from = conns.len();
+        let opening = Instant::now();
+        for i in from..n.min(from + WAVE) {
+            match source(i).and_then(|src| connect(src, server.addr)) {
+                Ok(c) => conns.push(c),
+                Err(e) => {
+                    stopped_by = Some(format!("stopped at {i}: {e}"));
+                    break;
+                }
+            }
+        }
+        open_s += opening.elapsed().as_secs_f64();
+        first += round(&mut conns[from..]);
+    }
+    // Let the allocator settle what the burst left (returned buffers, freed pages).
+    std::thread::sleep(Duration::from_millis(300) + Duration::from_micros(10 * n as u64));
+    let rss_after_kib = server.rss_kib();
+    let answering = Instant::now();
+    let answered = round(&mut conns);
+    let round_s = answering.elapsed().as_secs_f64();
+    let _ = server.stop(server::STOP_GRACE);
+    Ok(Held {
+        held: conns.len(),
+        first_round: first,
+        answered,
+        open_s,
+        round_s,
+        rss_after_kib,
+        stopped_by,
+        ..Held::default()
+    })
+}
+
+/// Whether `n` connections fit `hosts` client hosts: each host's node holds its share under
+/// its own descriptor limit (`cap`) and from its one address's ephemeral ports.
+fn fits_the_fleet(n: usize, hosts: usize, cap: usize) -> Result<(), String> {
+    let ports = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| {
+            let v: Vec<usize> = r
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            Some(v.get(1)?.saturating_sub(*v.first()?))
+        })
+        .unwrap_or(28_000);
+    let per_host = cap.min(ports.saturating_sub(SPARE_FDS as usize));
+    let share = n.div_ceil(hosts.max(1));
+    if share > per_host {
+        return Err(format!(
+            "{n} connections over {hosts} client hosts is {share} a host; a host's Tsung node may hold {per_host} (its descriptor limit and one address's ephemeral ports): use --client-hosts {} or more",
+            n.div_ceil(per_host.max(1))
+        ));
+    }
+    Ok(())
+}
+
+/// How long the fleet may go without one more connection before bench stops waiting for
+/// the rest (a server that stopped accepting).
+const STALL: Duration = Duration::from_secs(15);
+
+/// Tsung's nodes hold `n` connections (see `tsung::idle`): bench watches the server's
+/// established connections (its namespace's TCP table) until all `n` are there or no more
+/// come, reads the server's memory, then releases the users for the second round; the
+/// server is stopped once they are done.
+fn hold_on_fleet(
+    fleet: &Fleet,
+    client_cpus: &[usize],
+    server: Server,
+    n: usize,
+) -> Result<Held, String> {
+    let held = fleet_round(fleet, client_cpus, &server, n);
+    let _ = server.stop(server::STOP_GRACE);
+    held
+}
+
+/// [`hold_on_fleet`] up to the figures, the server still running.
+fn fleet_round(
+    fleet: &Fleet,
+    client_cpus: &[usize],
+    server: &Server,
+    n: usize,
+) -> Result<Held, String> {
+    let (file, logs) = fleet.run_files("idle")?;
+    let release = file.with_extension("release");
+    let url = format!("http://{}/", server.addr);
+    std::fs::write(&file, tsung::idle::config(fleet, &url, n, &release)?)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let argv = fleet.argv(&file, &logs)?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child =
+        launch::spawn_pinned(cmd, client_cpus).map_err(|e| format!("cannot run tsung: {e}"))?;
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = out.read_to_string(&mut text);
+        }
+        text
+    });
+    // Until every connection is established, or none more comes for STALL, or the fleet
+    // ended (its nodes failed to start); bounded by a generous rate in any case.
+    let opening = Instant::now();
+    let bound = STALL + Duration::from_secs(60) + Duration::from_millis(n as u64 * 2);
+    let (mut seen, mut grew) = (0, Instant::now());
+    let mut stopped_by = None;
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = procfs::established(server.pid(), server.addr.port());
+        if now > seen {
+            (seen, grew) = (now, Instant::now());
+        }
+        if seen >= n {
+            break;
+        }
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            stopped_by = Some(format!("the fleet ended with {seen} connections open"));
+            break;
+        }
+        if grew.elapsed() > STALL || opening.elapsed() > bound {
+            stopped_by = Some(format!(
+                "no new connection for {} s at {seen}",
+                grew.elapsed().as_secs()
+            ));
+            break;
+        }
+    }
+    let open_s = grew.duration_since(opening).as_secs_f64();
+    // The last users' first answers, and the allocator's settling.
+    std::thread::sleep(Duration::from_millis(1000) + Duration::from_micros(10 * n as u64));
+    let rss_after_kib = server.rss_kib();
+    std::fs::write(&release, b"").map_err(|e| format!("{}: {e}", release.display()))?;
+    let (code, _) = launch::wait_pinned(&mut child, Duration::from_secs(120) + bound);
+    let text = reader.join().unwrap_or_default();
+    let rounds = tsung::log_dir(&text)
+        .and_then(|dir| {
+            let read = tsung::idle::read(&dir);
+            let _ = std::fs::remove_dir_all(&dir);
+            read
+        })
+        .map_err(|e| match code {
+            None => "tsung overran its time limit and was killed".to_string(),
+            Some(c) => format!("tsung exited with {c}: {e}"),
+        })?;
+    let hosts = rounds
+        .hosts
+        .into_iter()
+        .map(|mut h| {
+            if let Some(f) = fleet.hosts.iter().find(|f| f.tsung_host == h.host) {
+                h.host = f.name.clone();
+            }
+            h
+        })
+        .collect();
+    Ok(Held {
+        held: rounds.first as usize,
+        first_round: rounds.first as usize,
+        answered: rounds.second as usize,
+        open_s,
+        round_s: rounds.second_span_s,
+        round_max_ms: rounds.second_max_ms,
+        rss_after_kib,
+        stopped_by,
+        hosts,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    #[test]
+    fn a_server_is_sized_to_stay_under_each_process_limit() {
+        let one = sizing(5_000, true, 19_000, 20_000);
+        assert_eq!((one.n, one.workers, one.held_back), (5_000, 1, None));
+        // 100,000 over processes: a quarter to spare, each at most 19,000.
+        let spread = sizing(100_000, true, 19_000, 20_000);
+        assert_eq!(
+            (spread.n, spread.workers, spread.max_conns),
+            (100_000, 7, 19_000)
+        );
+        // One process holds them all: held to its limit, and said so.
+        let one_process = sizing(100_000, false, 19_000, 20_000);
+        assert_eq!((one_process.n, one_process.workers), (19_000, 1));
+        assert!(one_process.held_back.unwrap().contains("20000 descriptors"));
+    }
+
+    #[test]
+    fn the_fleet_needs_enough_hosts_for_its_share() {
+        assert!(fits_the_fleet(100_000, 6, 19_000).is_ok());
+        let e = fits_the_fleet(100_000, 2, 19_000).unwrap_err();
+        assert!(
+            e.contains("50000 a host") && e.contains("--client-hosts 6"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn connections_spread_over_loopback_sources_in_blocks() {

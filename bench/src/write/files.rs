@@ -132,7 +132,18 @@ pub fn write_files(dir: &Path, results: &Results) -> Result<(), String> {
         }
         csv.flush().map_err(|e| e.to_string())?;
     }
-    write_csv(&dir.join("idle.csv"), &results.idle)?;
+    // A line per server: each client host's share is in results.json (a list, which a CSV
+    // line cannot hold).
+    let idle: Vec<_> = results
+        .idle
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.hosts.clear();
+            r
+        })
+        .collect();
+    write_csv(&dir.join("idle.csv"), &idle)?;
     write_csv(&dir.join("attack.csv"), &results.attack)?;
     super::page::write(dir, results)?;
     Ok(())

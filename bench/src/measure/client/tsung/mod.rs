@@ -26,6 +26,8 @@ use hdrhistogram::Histogram;
 use super::{on_path, tail, Amount, Load, Tool};
 use crate::model::client::{HostLoad, Outcome};
 
+pub mod idle;
+
 pub struct Tsung;
 
 /// Where Tsung's nodes run, and where its files go.
@@ -70,13 +72,41 @@ impl Tool for Tsung {
         if load.pipeline.is_some() {
             return Err("tsung does not pipeline requests; use --client wrk".into());
         }
-        static RUN: AtomicU32 = AtomicU32::new(0);
-        let n = RUN.fetch_add(1, Ordering::Relaxed);
-        std::fs::create_dir_all(&fleet.dir).map_err(|e| format!("{}: {e}", fleet.dir.display()))?;
-        let file = fleet.dir.join(format!("tsung-{n}.xml"));
+        let (file, logs) = fleet.run_files("tsung")?;
         std::fs::write(&file, config(fleet, load)?)
             .map_err(|e| format!("{}: {e}", file.display()))?;
-        let logs = fleet.dir.join(format!("logs-{n}"));
+        fleet.argv(&file, &logs)
+    }
+
+    fn parse(&self, text: &str) -> Result<Outcome, String> {
+        let dir = log_dir(text)?;
+        let outcome = read_logs(&dir);
+        // The per-request logs are large (a line a request) and now read: not kept.
+        let _ = std::fs::remove_dir_all(&dir);
+        outcome
+    }
+
+    fn installed(&self) -> bool {
+        on_path("tsung").is_some()
+    }
+}
+
+impl Fleet {
+    /// A new configuration file's path in the fleet's folder, and the log folder of its
+    /// run (both numbered: one pair per run, `stem-N.xml` and `logs-N`).
+    pub fn run_files(&self, stem: &str) -> Result<(PathBuf, PathBuf), String> {
+        static RUN: AtomicU32 = AtomicU32::new(0);
+        let n = RUN.fetch_add(1, Ordering::Relaxed);
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        Ok((
+            self.dir.join(format!("{stem}-{n}.xml")),
+            self.dir.join(format!("logs-{n}")),
+        ))
+    }
+
+    /// The controller's command line for the configuration `file`, logging under `logs`:
+    /// on test hosts, through the script that enters each host, listening on the bridge.
+    pub fn argv(&self, file: &Path, logs: &Path) -> Result<Vec<String>, String> {
         let mut argv = vec![
             "tsung".to_string(),
             "-f".into(),
@@ -90,10 +120,10 @@ impl Tool for Tsung {
             controller,
             namespaces,
             cpus,
-        } = &fleet.reach
+        } = &self.reach
         {
-            let script = fleet.dir.join("enter-host.sh");
-            std::fs::write(&script, enter_script(&fleet.hosts, namespaces, cpus))
+            let script = self.dir.join("enter-host.sh");
+            std::fs::write(&script, enter_script(&self.hosts, namespaces, cpus))
                 .map_err(|e| format!("{}: {e}", script.display()))?;
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
@@ -108,22 +138,14 @@ impl Tool for Tsung {
         argv.push("start".into());
         Ok(argv)
     }
+}
 
-    fn parse(&self, text: &str) -> Result<Outcome, String> {
-        let dir = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("Log directory is:"))
-            .map(|d| PathBuf::from(d.trim()))
-            .ok_or_else(|| format!("tsung named no log directory: {}", tail(text)))?;
-        let outcome = read_logs(&dir);
-        // The per-request logs are large (a line a request) and now read: not kept.
-        let _ = std::fs::remove_dir_all(&dir);
-        outcome
-    }
-
-    fn installed(&self) -> bool {
-        on_path("tsung").is_some()
-    }
+/// The log folder a run of Tsung names on its standard output.
+pub fn log_dir(text: &str) -> Result<PathBuf, String> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Log directory is:"))
+        .map(|d| PathBuf::from(d.trim()))
+        .ok_or_else(|| format!("tsung named no log directory: {}", tail(text)))
 }
 
 /// The script Tsung runs as its remote shell (`-r`): `SCRIPT HOST COMMAND…` starts the
