@@ -30,6 +30,10 @@ pub struct Row {
     /// Seconds of the second round: one more request on every idle connection.
     #[serde(default)]
     pub round_s: f64,
+    /// Connections the server closed while idle (a distributed client opened them again
+    /// for the second round, whose answers on them are not counted as still answered).
+    #[serde(default)]
+    pub closed_idle: usize,
     /// Connections answered in the second round, and in the first.
     #[serde(default)]
     pub answered: usize,

@@ -186,6 +186,7 @@ struct Held {
     open_s: f64,
     round_s: f64,
     round_max_ms: Option<f64>,
+    closed_idle: usize,
     rss_after_kib: u64,
     stopped_by: Option<String>,
     hosts: Vec<HostLoad>,
@@ -241,9 +242,7 @@ pub fn run(setup: &Setup) -> Vec<Row> {
         let per_worker = size.n.div_ceil(size.workers);
         std::env::set_var(
             peers::CONNS_ENV,
-            (per_worker + per_worker / 15 + 64)
-                .min(size.max_conns.max(64))
-                .to_string(),
+            (per_worker + per_worker / 15 + 64).to_string(),
         );
         let started = match variant {
             Some(v) => {
@@ -299,6 +298,10 @@ pub fn run(setup: &Setup) -> Vec<Row> {
         }
         std::thread::sleep(Duration::from_millis(300));
         let before = server.rss_kib();
+        eprintln!(
+            "bench: {name}: {} idle connections, {} worker(s)",
+            size.n, size.workers
+        );
         let held = match &setup.holder {
             Holder::Here => hold_here(server, size.n),
             Holder::Fleet {
@@ -329,6 +332,7 @@ pub fn run(setup: &Setup) -> Vec<Row> {
             workers: size.workers,
             held_back: size.held_back,
             round_max_ms: held.round_max_ms,
+            closed_idle: held.closed_idle,
             hosts: held.hosts,
         });
     }
@@ -407,9 +411,8 @@ fn fits_the_fleet(n: usize, hosts: usize, cap: usize) -> Result<(), String> {
 /// the rest (a server that stopped accepting).
 const STALL: Duration = Duration::from_secs(15);
 
-/// Tsung's nodes hold `n` connections (see `tsung::idle`): bench watches the server's
-/// established connections (its namespace's TCP table) until all `n` are there or no more
-/// come, reads the server's memory, then releases the users for the second round; the
+/// Tsung's nodes hold `n` connections (see `tsung::idle`): bench watches the server host's
+/// TCP sockets in use (its listeners and connections) until `n` are there or no more come, reads the server's memory, then releases the users for the second round; the
 /// server is stopped once they are done.
 fn hold_on_fleet(
     fleet: &Fleet,
@@ -456,9 +459,14 @@ fn fleet_round(
     let bound = STALL + Duration::from_secs(60) + Duration::from_millis(n as u64 * 2);
     let (mut seen, mut grew) = (0, Instant::now());
     let mut stopped_by = None;
+    let mut said = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(250));
-        let now = procfs::established(server.pid(), server.addr.port());
+        let now = procfs::tcp_in_use(server.pid());
+        if said.elapsed() >= Duration::from_secs(10) {
+            eprintln!("bench:   {now} of {n} open");
+            said = Instant::now();
+        }
         if now > seen {
             (seen, grew) = (now, Instant::now());
         }
@@ -507,7 +515,8 @@ fn fleet_round(
     Ok(Held {
         held: rounds.first as usize,
         first_round: rounds.first as usize,
-        answered: rounds.second as usize,
+        answered: rounds.second.saturating_sub(rounds.reopened) as usize,
+        closed_idle: rounds.reopened as usize,
         open_s,
         round_s: rounds.second_span_s,
         round_max_ms: rounds.second_max_ms,

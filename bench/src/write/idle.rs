@@ -38,7 +38,9 @@ pub fn table(rows: &[Row]) -> String {
                 let _ = writeln!(out, "| {name} | {model} | | FAILED: {why} | | | | | | |");
             }
             None => {
-                let note: String = [&r.stopped_by, &r.held_back]
+                let closed = (r.closed_idle > 0)
+                    .then(|| format!("{} closed by the server while idle", r.closed_idle));
+                let note: String = [&closed, &r.stopped_by, &r.held_back]
                     .into_iter()
                     .flatten()
                     .map(|s| format!("; {s}"))

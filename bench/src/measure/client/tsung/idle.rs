@@ -7,9 +7,9 @@
 //!   one connection (Tsung splits users and rate over the hosts).
 //! - **The hold**: after its first answer a user blocks in an Erlang `eval` until the
 //!   *release file* exists. One process per node polls for the file (every 100 ms) and the
-//!   users wait on it with a monitor, so 100,000 users cost no polling of their own and are
-//!   all let go within a tenth of a second of each other; a user that arrives after the
-//!   release goes on at once.
+//!   users wait on it with a monitor, so 100,000 users cost no polling of their own; once
+//!   the file is there, each goes at a random moment within N ÷ [`RELEASE_RATE`] seconds
+//!   (a user that arrives after the release goes on at once).
 //! - **Rounds**: the two requests are told apart by their query (`/?round=1`,
 //!   `/?round=2`) in each node's protocol log.
 
@@ -30,8 +30,17 @@ pub const ARRIVALS: usize = 5_000;
 /// anyway (a bench that died without releasing does not leave nodes waiting forever).
 const HOLD_MAX_MS: u64 = 900_000;
 
-/// The `eval` that holds a user until `release` exists (see the module's comment).
-fn hold_fun(release: &Path) -> String {
+/// Second-round requests a second, over the whole fleet, once released: the users go at
+/// random moments over `n ÷ RELEASE_RATE` seconds. All at once, 16,000 users a node ask its
+/// one session cache for their next request together, and on a shared CPU some wait past
+/// Tsung's 5 s call timeout and die (measured: 12,824 of 16,666 on one node, 100,000
+/// connections over 6 hosts on one CPU); a node sends about 10,000 keep-alive requests a
+/// second on a CPU, so this is half of what one CPU of nodes can send.
+pub const RELEASE_RATE: usize = 5_000;
+
+/// The `eval` that holds a user until `release` exists (see the module's comment), then
+/// lets it go at a random moment within `spread_ms`.
+fn hold_fun(release: &Path, spread_ms: usize) -> String {
     let file = release.display().to_string().replace('"', "");
     format!(
         "fun({{_Pid, _DynVars}}) -> \
@@ -42,7 +51,8 @@ undefined -> New = spawn(fun() -> receive start -> Poll() end end), \
 case catch register(archzoo_release, New) of true -> New ! start, New; _ -> exit(New, kill), whereis(archzoo_release) end; \
 Found -> Found end, \
 case Waiter of undefined -> &quot;go&quot;; _ -> R = erlang:monitor(process, Waiter), \
-receive {{'DOWN', R, process, _, _}} -> &quot;go&quot; after {HOLD_MAX_MS} -> &quot;late&quot; end end end."
+receive {{'DOWN', R, process, _, _}} -> timer:sleep(rand:uniform({spread})), &quot;go&quot; after {HOLD_MAX_MS} -> &quot;late&quot; end end end.",
+        spread = spread_ms.max(1)
     )
 }
 
@@ -80,7 +90,7 @@ pub fn config(fleet: &Fleet, url: &str, n: usize, release: &Path) -> Result<Stri
         out,
         "  <sessions>\n    <session name=\"idle\" probability=\"100\" type=\"ts_http\">\n      {}\n      <setdynvars sourcetype=\"eval\" code=\"{}\">\n        <var name=\"released\"/>\n      </setdynvars>\n      {}\n    </session>\n  </sessions>\n</tsung>",
         request(1),
-        hold_fun(release),
+        hold_fun(release, n * 1000 / RELEASE_RATE),
         request(2)
     );
     Ok(out)
@@ -93,6 +103,10 @@ pub struct Rounds {
     /// Connections answered in the first round (the connections held), and in the second.
     pub first: u64,
     pub second: u64,
+    /// Connections the server closed while they were idle: Tsung opens a closed one again
+    /// for the next request (its `connect` count beyond the first round's), so a second
+    /// answer alone does not prove the connection was held.
+    pub reopened: u64,
     /// Each host's connections answered in the first round.
     pub hosts: Vec<HostLoad>,
     /// The second round: from its first request's start to its last answer, in seconds.
@@ -159,16 +173,32 @@ pub fn read(dir: &Path) -> Result<Rounds, String> {
         ));
     }
     hosts.sort_by(|a, b| a.host.cmp(&b.host));
+    let log = std::fs::read_to_string(dir.join("tsung.log")).unwrap_or_default();
+    let connects = count_of(&log, "connect");
     let ms = |q: f64| (second > 0).then(|| latency.value_at_quantile(q) as f64 / 1000.0);
     Ok(Rounds {
         first,
         second,
+        reopened: connects.saturating_sub(first),
         hosts,
         second_span_s: if second > 0 { end - start } else { 0.0 },
         second_p50_ms: ms(0.5),
         second_p99_ms: ms(0.99),
         second_max_ms: (second > 0).then(|| latency.max() as f64 / 1000.0),
     })
+}
+
+/// The events named `name` over the whole run, from `tsung.log`'s statistics: a line per
+/// interval, `stats: NAME COUNT MEAN STDDEV MAX MIN …`, COUNT that interval's.
+fn count_of(log: &str, name: &str) -> u64 {
+    log.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("stats:") && w.next() == Some(name))
+                .then(|| w.next()?.parse::<u64>().ok())
+                .flatten()
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -203,6 +233,8 @@ mod tests {
         assert!(c.contains("<arrivalphase phase=\"1\" duration=\"150\""));
         assert!(c.contains("url=\"/?round=1\"") && c.contains("url=\"/?round=2\""));
         assert!(c.contains("filelib:is_file(F)") && c.contains("&quot;/tmp/x/release-1&quot;"));
+        // Released over 12,000 ÷ 5,000 a second.
+        assert!(c.contains("timer:sleep(rand:uniform(2400))"), "{c}");
         // The whole of it is one XML attribute: no bare quote or '<' inside the code.
         let code = c
             .split("code=\"")
@@ -233,9 +265,15 @@ mod tests {
         std::fs::write(dir.join("tsung0@10.77.203.11.log"), "").unwrap();
         std::fs::write(dir.join("tsung1@10.77.203.12.log"), "").unwrap();
         std::fs::write(dir.join("tsung_controller@10.77.203.1.log"), "").unwrap();
+        // One connection closed while idle and opened again for the second round.
+        std::fs::write(
+            dir.join("tsung.log"),
+            "stats: connect 3 2.4 1.8 24.2 0.2 0 0\nstats: connect 0 0 0 24.2 0.2 2.4 3\nstats: connect 1 116.2 61.0 298.3 0.2 2.4 3\nstats: connected 0 3\n",
+        )
+        .unwrap();
         let r = read(&dir).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!((r.first, r.second), (3, 3));
+        assert_eq!((r.first, r.second, r.reopened), (3, 3, 1));
         assert_eq!(r.hosts[0].host, "10.77.203.11");
         assert_eq!((r.hosts[0].requests, r.hosts[1].requests), (2, 1));
         // From 4.99 (5.0 − 10 ms) to 5.2.
