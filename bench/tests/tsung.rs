@@ -155,3 +155,179 @@ fn tsung_without_its_hosts_is_one_clear_error() {
     }
     assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
 }
+
+/// `--idle-conns` across test hosts: each host's Tsung node holds its share from its own
+/// address, and every connection is answered again after the hold — on a model that
+/// spreads over processes, a one-process model, and a peer that listens on the server
+/// host's address (`{host}`): a tiny keep-alive server written for the test.
+#[test]
+fn idle_connections_held_across_three_hosts_are_all_answered() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out_dir = std::env::temp_dir().join(format!("archzoo-tsung-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let script = out_dir.join("tiny.py");
+    std::fs::write(
+        &script,
+        r#"import http.server, sys
+class Hello(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = b"hello, world!"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Hello).serve_forever()
+"#,
+    )
+    .unwrap();
+    let peer = format!("tiny=python3 {} {{host}} {{port}}", script.display());
+    let results = out_dir.join("results");
+    let out = bench(&[
+        "--idle-conns",
+        "300",
+        "--variants",
+        "prefork-eventloop,work-stealing",
+        "--peer",
+        &peer,
+        "--client",
+        "tsung",
+        "--client-hosts",
+        "3",
+        "--out",
+        &results.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let run_dir = std::fs::read_dir(&results)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let rows = json["idle"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["prefork-eventloop", "work-stealing", "tiny"],
+        "{stdout}"
+    );
+    for row in rows {
+        assert!(row["missing"].is_null(), "{row}");
+        assert_eq!(row["held"], 300, "{row}");
+        assert_eq!(row["first_round"], 300, "{row}");
+        assert_eq!(row["answered"], 300, "{row}");
+        assert_eq!(row["closed_idle"], 0, "{row}");
+        assert!(row["round_max_ms"].as_f64().unwrap() > 0.0, "{row}");
+        // Each host held its share, from its own address.
+        let hosts = row["hosts"].as_array().unwrap();
+        let names: Vec<&str> = hosts.iter().map(|h| h["host"].as_str().unwrap()).collect();
+        assert_eq!(names, ["azh-c1", "azh-c2", "azh-c3"], "{row}");
+        for h in hosts {
+            assert_eq!(h["requests"], 100, "{row}");
+        }
+    }
+    assert!(
+        stdout.contains("| prefork-eventloop | azh-c2 | 100 |"),
+        "{stdout}"
+    );
+    assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
+}
+
+/// The processes of test host `ns` now.
+fn pids_in(ns: &str) -> Vec<i32> {
+    Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A client host whose Tsung node dies mid-run (killed here, 3 s into the measured
+/// repetition) is reported in its cell — a note and its row under the table — and the
+/// run still ends, with the other host's figures and nothing left behind.
+#[test]
+fn a_client_host_killed_mid_run_is_reported_and_the_run_ends() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out_dir = std::env::temp_dir().join(format!("archzoo-tsung-kill-{}", std::process::id()));
+    let mut cmd = support::bench_command(&[
+        "--variants",
+        "prefork-eventloop",
+        "--client",
+        "tsung",
+        "--client-hosts",
+        "2",
+        "--keepalive",
+        "on",
+        "-c",
+        "8",
+        "--reps",
+        "1",
+        "--duration",
+        "8",
+        "--out",
+        &out_dir.display().to_string(),
+    ]);
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The warm-up's node comes and goes first; the measured repetition's is the second
+    // to appear on the host. Bounded: 60 s in all.
+    let started = std::time::Instant::now();
+    let mut appearances = 0;
+    let mut was_up = false;
+    let mut killed = false;
+    while started.elapsed() < std::time::Duration::from_secs(60) {
+        let up = !pids_in("azh-c2").is_empty();
+        if up && !was_up {
+            appearances += 1;
+        }
+        was_up = up;
+        if up && appearances == 2 {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            for pid in pids_in("azh-c2") {
+                // SAFETY: kill with a pid just read from the test host.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            killed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let _ = std::fs::remove_dir_all(&out_dir);
+    assert!(killed, "no second node on azh-c2 within 60 s: {stderr}");
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("client host azh-c2: its Tsung node stopped"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("| azh-c2 (node stopped at "), "{stdout}");
+    // The other host sent its share to the end.
+    let c1 = stdout
+        .lines()
+        .find(|l| l.contains("| azh-c1 |"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let requests: u64 = c1.split('|').nth(6).unwrap().trim().parse().unwrap();
+    assert!(requests > 1000, "{c1}");
+    assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
+}

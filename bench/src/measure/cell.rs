@@ -15,7 +15,7 @@ use variants::{Variant, Workload};
 
 use super::client::tsung::{Fleet, Reach};
 use super::client::{self, Amount, Load};
-use super::hosts::{CpuWatch, Host};
+use super::hosts::{self, CpuWatch, Host};
 use super::{perf, procfs, profile, server};
 use crate::model::cell::{self, Cell, Run};
 use crate::model::client::Client;
@@ -393,6 +393,20 @@ impl<'a> Started<'a> {
 
 /// A note of the first repetition with errors: the figures stand, but say they include them.
 fn note_errors(cell: &mut Cell) {
+    // A client host whose node stopped mid-run: once per host, from the first run it
+    // happened in.
+    let mut stopped: Vec<String> = Vec::new();
+    for run in &cell.runs {
+        for h in &run.outcome.hosts {
+            if let Some(at) = h.stopped_at_s.filter(|_| !stopped.contains(&h.host)) {
+                stopped.push(h.host.clone());
+                cell.notes.push(format!(
+                    "client host {}: its Tsung node stopped {at:.1} s into a repetition while the others ran on; its share ends there",
+                    h.host
+                ));
+            }
+        }
+    }
     for run in &cell.runs {
         let o = &run.outcome;
         if o.failed + o.non_2xx + o.timeouts > 0 {
@@ -530,6 +544,9 @@ fn measure(
         };
         let mut total = 0.0;
         let mut busiest: f64 = 0.0;
+        let stopped = hosts_cpu
+            .as_deref()
+            .map_or_else(Vec::new, |w| hosts::ended_early(w, 2.0));
         for share in &mut outcome.hosts {
             let Some(i) = fleet.hosts.iter().position(|h| h.tsung_host == share.host) else {
                 continue;
@@ -538,7 +555,11 @@ fn measure(
             share.cpu_pct = hosts_cpu
                 .as_ref()
                 .and_then(|c| c.get(i))
-                .map(|secs| 100.0 * secs / busy);
+                .map(|w| 100.0 * w.cpu_secs / busy);
+            share.stopped_at_s = stopped
+                .iter()
+                .find(|(host, _)| *host == i)
+                .map(|(_, at)| *at);
             total += share.cpu_pct.unwrap_or(0.0);
             busiest = busiest.max(share.cpu_pct.unwrap_or(0.0));
         }

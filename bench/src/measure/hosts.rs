@@ -33,6 +33,15 @@ pub const PREFIX: &str = "azh-";
 /// The bridge every host is joined to.
 pub const BRIDGE: &str = "azh-br0";
 
+/// The ephemeral ports of a client host (`net.ipv4.ip_local_port_range`, which each
+/// namespace has its own of): all above the well-known ones, not the default 28,000. Tsung
+/// (Erlang's `gen_tcp`) binds every socket to port 0 before it connects, and since Linux
+/// 4.6 such a bind takes only odd ports — half the range: past ~14,000 connections on the
+/// default range every new one scanned the whole range for a free port (a node spent its
+/// CPU in `inet_bind_conflict`, and 100,000 connections over 6 hosts slowed from 600 to
+/// 100 a second at 15,000 a host).
+pub const CLIENT_PORTS: (u16, u16) = (1024, 65535);
+
 /// One test host: a network namespace with one address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
@@ -160,7 +169,25 @@ fn join(host: &Host) -> Result<(), String> {
     };
     inside(&["addr", "add", &format!("{}/24", host.addr), "dev", "eth0"])?;
     inside(&["link", "set", "eth0", "up"])?;
-    inside(&["link", "set", "lo", "up"])
+    inside(&["link", "set", "lo", "up"])?;
+    let range = format!(
+        "net.ipv4.ip_local_port_range={} {}",
+        CLIENT_PORTS.0, CLIENT_PORTS.1
+    );
+    let out = host
+        .command(&["sysctl", "-q", "-w", &range])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run sysctl: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "sysctl {range} in {}: {}",
+            host.name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
 
 /// Runs `ip ARGS`; `Err` holds what it said.
@@ -296,7 +323,33 @@ fn pids_of(ns: &str) -> Vec<i32> {
 /// reading counts (the CPU of its last quarter second before exit is lost).
 pub struct CpuWatch {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<f64>>,
+    thread: JoinHandle<Vec<Watched>>,
+}
+
+/// What [`CpuWatch`] saw of one host.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Watched {
+    /// CPU seconds of its processes.
+    pub cpu_secs: f64,
+    /// The last moment it had a process, in seconds from the watch's start (`None`: never
+    /// seen one).
+    pub last_seen_s: Option<f64>,
+}
+
+/// The hosts whose processes ended while another's ran on for more than `margin`
+/// seconds (a node killed or crashed mid-run; at a normal end the controller stops them
+/// all within a second): each one's index and when it was last seen.
+pub fn ended_early(watched: &[Watched], margin: f64) -> Vec<(usize, f64)> {
+    let last = watched
+        .iter()
+        .filter_map(|w| w.last_seen_s)
+        .fold(0.0, f64::max);
+    watched
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| Some((i, w.last_seen_s?)))
+        .filter(|(_, seen)| seen + margin < last)
+        .collect()
 }
 
 impl CpuWatch {
@@ -305,17 +358,30 @@ impl CpuWatch {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
+            let started = std::time::Instant::now();
             let mut last: Vec<std::collections::HashMap<i32, f64>> =
                 vec![Default::default(); namespaces.len()];
+            let mut seen_at = vec![None; namespaces.len()];
             loop {
                 let done = flag.load(Ordering::Relaxed);
-                for (ns, seen) in namespaces.iter().zip(&mut last) {
-                    for (pid, cpu) in procfs::cpu_by_pid(&pids_of(ns)) {
+                for ((ns, seen), at) in namespaces.iter().zip(&mut last).zip(&mut seen_at) {
+                    let pids = pids_of(ns);
+                    if !pids.is_empty() {
+                        *at = Some(started.elapsed().as_secs_f64());
+                    }
+                    for (pid, cpu) in procfs::cpu_by_pid(&pids) {
                         seen.insert(pid, cpu);
                     }
                 }
                 if done {
-                    return last.iter().map(|m| m.values().sum()).collect();
+                    return last
+                        .iter()
+                        .zip(seen_at)
+                        .map(|(m, at)| Watched {
+                            cpu_secs: m.values().sum(),
+                            last_seen_s: at,
+                        })
+                        .collect();
                 }
                 std::thread::sleep(Duration::from_millis(250));
             }
@@ -323,9 +389,29 @@ impl CpuWatch {
         CpuWatch { stop, thread }
     }
 
-    /// Stops reading: each host's CPU seconds, in the order of the namespaces.
-    pub fn stop(self) -> Vec<f64> {
+    /// Stops reading: what it saw of each host, in the order of the namespaces.
+    pub fn stop(self) -> Vec<Watched> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_that_ended_while_the_others_ran_on_is_found() {
+        let w = |seen: Option<f64>| Watched {
+            cpu_secs: 1.0,
+            last_seen_s: seen,
+        };
+        // A normal end: every node within a second of the others.
+        assert!(ended_early(&[w(Some(9.5)), w(Some(10.0))], 2.0).is_empty());
+        // One killed at 4 s, the other ran to 10 s; one never seen is not "ended".
+        assert_eq!(
+            ended_early(&[w(Some(10.0)), w(Some(4.0)), w(None)], 2.0),
+            vec![(1, 4.0)]
+        );
     }
 }

@@ -65,6 +65,10 @@ pub struct HostLoad {
     /// The host's Tsung node's CPU time ÷ the run's wall time, in percent of one CPU;
     /// `None` where it cannot be read (a real host).
     pub cpu_pct: Option<f64>,
+    /// When its node stopped while the others ran on (killed, crashed), in seconds from
+    /// the run's start: its share ends there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at_s: Option<f64>,
 }
 
 /// A time such as `182.00us`, `1.37ms` or `2.01s` (wrk's latencies, `--slo`'s targets),

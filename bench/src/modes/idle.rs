@@ -384,18 +384,10 @@ fn hold_here(server: Server, n: usize) -> Result<Held, String> {
 }
 
 /// Whether `n` connections fit `hosts` client hosts: each host's node holds its share under
-/// its own descriptor limit (`cap`) and from its one address's ephemeral ports.
+/// its own descriptor limit (`cap`) and from its one address's ephemeral ports (the odd
+/// half of the range, which Tsung's bind-before-connect draws from: `hosts::CLIENT_PORTS`).
 fn fits_the_fleet(n: usize, hosts: usize, cap: usize) -> Result<(), String> {
-    let ports = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| {
-            let v: Vec<usize> = r
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect();
-            Some(v.get(1)?.saturating_sub(*v.first()?))
-        })
-        .unwrap_or(28_000);
+    let ports = usize::from(hosts::CLIENT_PORTS.1 - hosts::CLIENT_PORTS.0) / 2;
     let per_host = cap.min(ports.saturating_sub(SPARE_FDS as usize));
     let share = n.div_ceil(hosts.max(1));
     if share > per_host {

@@ -362,7 +362,10 @@ pub fn hosts(cells: &[Cell]) -> String {
                 cell.workload,
                 cell.keep_alive_label(),
                 cell.connections_label(),
-                h.host,
+                match h.stopped_at_s {
+                    Some(at) => format!("{} (node stopped at {at:.1} s)", h.host),
+                    None => h.host.clone(),
+                },
                 h.requests,
                 h.rps,
                 opt(h.cpu_pct, 0)

@@ -164,6 +164,7 @@ pub fn read(dir: &Path) -> Result<Rounds, String> {
             requests: held,
             rps: 0.0,
             cpu_pct: None,
+            stopped_at_s: None,
         });
     }
     if hosts.is_empty() {

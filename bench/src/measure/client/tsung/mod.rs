@@ -412,6 +412,7 @@ pub fn read_logs(dir: &Path) -> Result<Outcome, String> {
                 requests: n.requests,
                 rps: n.requests as f64 / span,
                 cpu_pct: None,
+                stopped_at_s: None,
             })
             .collect(),
     })
