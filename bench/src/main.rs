@@ -8,7 +8,7 @@ use std::time::Duration;
 use bench::measure::cell::{CellSpec, Plan, Target};
 use bench::measure::client::tsung::{Fleet, FleetHost, Reach};
 use bench::measure::client::{self as clients, Amount};
-use bench::measure::hosts::Hosts;
+use bench::measure::hosts::{Host, Hosts};
 use bench::measure::procfs;
 use bench::model::client::Client;
 use bench::model::{fidelity, Results};
@@ -76,8 +76,13 @@ struct Args {
     client: Client,
     /// With --client tsung: N client hosts made here as network namespaces on a private
     /// /24 (10.77.203.0/24), the servers in a host of their own; removed when bench exits.
-    #[arg(long, value_name = "N")]
+    /// Or real machines by name (a,b,c), reached over ssh, with --server-addr.
+    #[arg(long, value_name = "N|HOSTS")]
     client_hosts: Option<String>,
+    /// With real client hosts (--client-hosts a,b,c): this machine's address they reach;
+    /// the servers listen on it.
+    #[arg(long, value_name = "IPV4")]
+    server_addr: Option<std::net::Ipv4Addr>,
     /// Open loop: offer these requests per second (comma-separated), every cell at each,
     /// with oha; latency is measured from when each request was due.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
@@ -330,11 +335,12 @@ fn main() {
         }
     };
     let duration = Duration::from_secs(if args.quick { 1 } else { args.duration });
-    // Tsung's client hosts: made now, removed when `hosts` drops or bench exits.
-    let hosts = test_hosts(&args, client);
+    // Tsung's client hosts: test hosts made now (removed when `hosts` drops or bench
+    // exits), or real machines.
+    let clients = client_hosts(&args, client, &client_cpus);
     let plan = Plan {
-        fleet: hosts.as_ref().map(|h| fleet(h, &client_cpus)),
-        server_host: hosts.as_ref().map(|h| h.server.clone()),
+        fleet: clients.fleet.clone(),
+        server_host: clients.server.clone(),
         pg,
         db_pid: cluster.as_ref().and_then(|c| c.pid().ok()),
         client,
@@ -541,14 +547,19 @@ fn main() {
     }
 }
 
-/// The test hosts of `--client tsung --client-hosts N`, or none; a flag that does not fit
+/// Tsung's client hosts (`--client tsung --client-hosts`): N test hosts made here (the
+/// `Hosts`, the servers in one of them), or real machines named a,b,c reached over ssh (the
+/// servers here, on `--server-addr`); none for the other clients. A flag that does not fit
 /// is one line and exit 2.
-fn test_hosts(args: &Args, client: Client) -> Option<Hosts> {
+fn client_hosts(args: &Args, client: Client, client_cpus: &[usize]) -> ClientHosts {
     let Some(list) = &args.client_hosts else {
         if client == Client::Tsung {
             fail("--client tsung needs --client-hosts N (N test hosts made here)");
         }
-        return None;
+        if args.server_addr.is_some() {
+            fail("--server-addr is for real client hosts (--client tsung --client-hosts a,b,c)");
+        }
+        return ClientHosts::default();
     };
     if client != Client::Tsung {
         fail("--client-hosts is for --client tsung");
@@ -556,22 +567,17 @@ fn test_hosts(args: &Args, client: Client) -> Option<Hosts> {
     if args.attack.is_some() || args.url.is_some() {
         fail("--client tsung drives the matrix, --rate, --slo and --idle-conns: not --attack or --url yet");
     }
-    let n: usize = list.parse().unwrap_or_else(|_| {
-        fail(format!(
-            "--client-hosts takes a number of test hosts, not '{list}' (real hosts over ssh: see docs/bench.md)"
-        ))
-    });
+    let Ok(n) = list.parse::<usize>() else {
+        return real_hosts(args, list);
+    };
+    if args.server_addr.is_some() {
+        fail("--server-addr is for real client hosts: test hosts have their own addresses");
+    }
     let hosts = Hosts::create(n).unwrap_or_else(|e| fail(e));
     for h in hosts.all() {
         eprintln!("bench: test host {} at {}", h.name, h.addr);
     }
-    Some(hosts)
-}
-
-/// Tsung's view of the test hosts: each client host by address, entered by namespace,
-/// its node pinned to the client CPUs; its files in the hosts' scratch folder.
-fn fleet(hosts: &Hosts, client_cpus: &[usize]) -> Fleet {
-    Fleet {
+    let fleet = Fleet {
         hosts: hosts
             .clients
             .iter()
@@ -586,6 +592,78 @@ fn fleet(hosts: &Hosts, client_cpus: &[usize]) -> Fleet {
             cpus: client_cpus.to_vec(),
         },
         dir: hosts.scratch.clone(),
+    };
+    ClientHosts {
+        server: Some(hosts.server.clone()),
+        _test_hosts: Some(hosts),
+        fleet: Some(fleet),
+        _scratch: None,
+    }
+}
+
+/// What `--client-hosts` made: kept until bench ends (dropping `test_hosts` removes them,
+/// dropping `scratch` its folder).
+#[derive(Default)]
+struct ClientHosts {
+    _test_hosts: Option<Hosts>,
+    _scratch: Option<Scratch>,
+    fleet: Option<Fleet>,
+    /// Where the servers run: a test host, or this machine on `--server-addr`.
+    server: Option<Host>,
+}
+
+/// A folder removed when bench ends (the configurations Tsung is given for real hosts;
+/// its logs are removed as soon as they are read).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Real client machines, `--client-hosts a,b,c`: reached by Tsung's own ssh connector (each
+/// with Tsung installed and passwordless ssh from here: docs/bench.md); the servers listen
+/// here on `--server-addr`.
+fn real_hosts(args: &Args, list: &str) -> ClientHosts {
+    let names: Vec<&str> = list.split(',').map(str::trim).collect();
+    let valid = |n: &str| {
+        !n.is_empty()
+            && !n.starts_with('-')
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    };
+    if let Some(bad) = names.iter().find(|n| !valid(n)) {
+        fail(format!(
+            "--client-hosts takes a number of test hosts or host names (a,b,c), not '{bad}'"
+        ));
+    }
+    let Some(addr) = args.server_addr else {
+        fail("--client-hosts a,b,c (real machines) needs --server-addr: this machine's address they reach, where the servers listen");
+    };
+    if args.idle_conns.is_some() {
+        fail("--idle-conns across real hosts: not yet (the users' release is a file on this machine); use test hosts");
+    }
+    let fleet = Fleet {
+        hosts: names
+            .iter()
+            .map(|n| FleetHost {
+                name: n.to_string(),
+                tsung_host: n.to_string(),
+            })
+            .collect(),
+        reach: Reach::Ssh,
+        dir: std::env::temp_dir().join(format!("archzoo-tsung-{}", std::process::id())),
+    };
+    eprintln!(
+        "bench: client hosts {} over ssh, the servers here on {addr}",
+        names.join(", ")
+    );
+    ClientHosts {
+        _test_hosts: None,
+        _scratch: Some(Scratch(fleet.dir.clone())),
+        fleet: Some(fleet),
+        server: Some(Host::here(addr)),
     }
 }
 

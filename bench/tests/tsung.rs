@@ -140,7 +140,39 @@ fn tsung_without_its_hosts_is_one_clear_error() {
         ),
         (
             &["--client", "tsung", "--client-hosts", "a,b"][..],
-            "--client-hosts takes a number of test hosts",
+            "needs --server-addr",
+        ),
+        (
+            &["--client", "tsung", "--client-hosts", "a;b"][..],
+            "not 'a;b'",
+        ),
+        (
+            &[
+                "--client",
+                "tsung",
+                "--client-hosts",
+                "a,b",
+                "--server-addr",
+                "10.77.203.99",
+                "--idle-conns",
+                "10",
+            ][..],
+            "--idle-conns across real hosts: not yet",
+        ),
+        (
+            &["--server-addr", "10.77.203.99"][..],
+            "--server-addr is for real client hosts",
+        ),
+        (
+            &[
+                "--client",
+                "tsung",
+                "--client-hosts",
+                "2",
+                "--server-addr",
+                "10.77.203.99",
+            ][..],
+            "test hosts have their own addresses",
         ),
     ] {
         let out = bench(args);
@@ -244,7 +276,8 @@ http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Hello).serve_fo
     assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
 }
 
-/// The processes of test host `ns` now.
+/// The Erlang VMs (a Tsung node; not the port mapper `epmd`, which outlives each node) of
+/// test host `ns` now.
 fn pids_in(ns: &str) -> Vec<i32> {
     Command::new("ip")
         .args(["netns", "pids", ns])
@@ -253,6 +286,10 @@ fn pids_in(ns: &str) -> Vec<i32> {
             String::from_utf8_lossy(&o.stdout)
                 .split_whitespace()
                 .filter_map(|p| p.parse().ok())
+                .filter(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|c| c.trim() == "beam.smp")
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -283,7 +320,7 @@ fn a_client_host_killed_mid_run_is_reported_and_the_run_ends() {
         "--out",
         &out_dir.display().to_string(),
     ]);
-    let mut child = cmd
+    let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

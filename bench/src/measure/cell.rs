@@ -170,7 +170,8 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
 
 /// Why `target` cannot run `workload` at all (`n/a …`), if it cannot.
 fn not_applicable(plan: &Plan, target: &Target, workload: &Workload) -> Option<String> {
-    if plan.server_host.is_some() && workload.needs_database() {
+    let on_test_host = plan.server_host.as_ref().is_some_and(|h| h.netns.is_some());
+    if on_test_host && workload.needs_database() {
         return Some(
             "n/a (the database listens on this machine's loopback, which a test host cannot reach)"
                 .into(),
@@ -537,7 +538,8 @@ fn measure(
         // for the verdict is the fleet's, not the controller's (it starts and stops the
         // nodes but sends nothing): test hosts share the client CPUs, so their nodes'
         // CPU together over those CPUs; real hosts each have their own, so the busiest
-        // one (one saturated host caps the fleet).
+        // one (one saturated host caps the fleet) — but their CPU cannot be read from
+        // here, so for them it stays the controller's, the one figure there is.
         let shared = match &fleet.reach {
             Reach::TestHosts { cpus, .. } => Some(cpus.len().max(1) as f64),
             Reach::Ssh => None,
@@ -563,7 +565,11 @@ fn measure(
             total += share.cpu_pct.unwrap_or(0.0);
             busiest = busiest.max(share.cpu_pct.unwrap_or(0.0));
         }
-        client_cpu_pct = shared.map_or(busiest, |cpus| total / cpus);
+        match shared {
+            Some(cpus) => client_cpu_pct = total / cpus,
+            None if hosts_cpu.is_some() => client_cpu_pct = busiest,
+            None => {}
+        }
     }
     Ok(Run {
         server_cpu_us_per_req: spent.and_then(|s| per_req(s.cpu_secs * 1e6)),

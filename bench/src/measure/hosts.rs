@@ -42,20 +42,56 @@ pub const BRIDGE: &str = "azh-br0";
 /// 100 a second at 15,000 a host).
 pub const CLIENT_PORTS: (u16, u16) = (1024, 65535);
 
+/// The settings every test host gets (each namespace has its own): [`CLIENT_PORTS`], and
+/// no TIME_WAIT sockets: a host that closed 16,666 connections kept their ports for a
+/// minute, and a bind to port 0 does not take a port in TIME_WAIT — the next server's
+/// 16,666 would not have fitted the odd half of the range. A test client has no use for
+/// what TIME_WAIT guards against (an old connection's late segments).
+fn host_settings() -> [String; 2] {
+    [
+        format!(
+            "net.ipv4.ip_local_port_range={} {}",
+            CLIENT_PORTS.0, CLIENT_PORTS.1
+        ),
+        "net.ipv4.tcp_max_tw_buckets=0".to_string(),
+    ]
+}
+
 /// One test host: a network namespace with one address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
     /// The namespace's name (`azh-srv`, `azh-c1`, …), also the host's name for Tsung.
     pub name: String,
     pub addr: Ipv4Addr,
+    /// The network namespace it is (a test host); `None`: this machine itself, on one of
+    /// its addresses (the server when the client hosts are real machines).
+    pub netns: Option<String>,
 }
 
 impl Host {
+    /// This machine, on `addr`: where the servers listen for real client hosts.
+    pub fn here(addr: Ipv4Addr) -> Host {
+        Host {
+            name: "this machine".into(),
+            addr,
+            netns: None,
+        }
+    }
+
     /// `argv` as a command run inside this host (`ip netns exec NAME …`).
     pub fn command(&self, argv: &[&str]) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.name]).args(argv);
-        cmd
+        match &self.netns {
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", ns]).args(argv);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(argv[0]);
+                cmd.args(&argv[1..]);
+                cmd
+            }
+        }
     }
 }
 
@@ -100,11 +136,13 @@ impl Hosts {
         let server = Host {
             name: format!("{PREFIX}srv"),
             addr: Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], 2),
+            netns: Some(format!("{PREFIX}srv")),
         };
         let clients: Vec<Host> = (1..=clients)
             .map(|i| Host {
                 name: format!("{PREFIX}c{i}"),
                 addr: Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], 10 + i as u8),
+                netns: Some(format!("{PREFIX}c{i}")),
             })
             .collect();
         let scratch = std::env::temp_dir().join(format!("archzoo-hosts-{}", std::process::id()));
@@ -170,24 +208,21 @@ fn join(host: &Host) -> Result<(), String> {
     inside(&["addr", "add", &format!("{}/24", host.addr), "dev", "eth0"])?;
     inside(&["link", "set", "eth0", "up"])?;
     inside(&["link", "set", "lo", "up"])?;
-    let range = format!(
-        "net.ipv4.ip_local_port_range={} {}",
-        CLIENT_PORTS.0, CLIENT_PORTS.1
-    );
-    let out = host
-        .command(&["sysctl", "-q", "-w", &range])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run sysctl: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "sysctl {range} in {}: {}",
-            host.name,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+    for setting in host_settings() {
+        let out = host
+            .command(&["sysctl", "-q", "-w", &setting])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run sysctl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "sysctl {setting} in {}: {}",
+                host.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
     }
+    Ok(())
 }
 
 /// Runs `ip ARGS`; `Err` holds what it said.
@@ -318,6 +353,11 @@ fn pids_of(ns: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Whether process `pid` is Erlang's port mapper.
+fn is_epmd(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "epmd")
+}
+
 /// The CPU each test host's processes spend during a run. A Tsung node starts with the
 /// run and ends with it, so it is read every 250 ms while it lives: each process's last
 /// reading counts (the CPU of its last quarter second before exit is lost).
@@ -366,7 +406,9 @@ impl CpuWatch {
                 let done = flag.load(Ordering::Relaxed);
                 for ((ns, seen), at) in namespaces.iter().zip(&mut last).zip(&mut seen_at) {
                     let pids = pids_of(ns);
-                    if !pids.is_empty() {
+                    // Erlang's port mapper, started by the first node, outlives each node:
+                    // a host is running while it has another process.
+                    if pids.iter().any(|p| !is_epmd(*p)) {
                         *at = Some(started.elapsed().as_secs_f64());
                     }
                     for (pid, cpu) in procfs::cpu_by_pid(&pids) {

@@ -27,8 +27,8 @@ pub fn start(
     start_on(bin_dir, variant, workers, cpus, extra, None)
 }
 
-/// [`start`] on a test host (`host`: inside its namespace, on its address) or, for
-/// `None`, on loopback here.
+/// [`start`] on a host (`host`: on its address, inside its namespace for a test host) or,
+/// for `None`, on loopback here.
 pub fn start_on(
     bin_dir: &Path,
     variant: &Variant,
@@ -52,8 +52,8 @@ pub fn start_on(
     .args(variant.args)
     .args(extra)
     .pin(cpus);
-    match host {
-        Some(h) => launch.in_namespace(&h.name),
+    match host.and_then(|h| h.netns.as_ref()) {
+        Some(ns) => launch.in_namespace(ns),
         None => launch,
     }
     .start()
@@ -85,8 +85,8 @@ pub fn start_peer(
     let launch = Launch::shell(&command.replace("{host}", &addr.to_string()))
         .env(peers::HOST_ENV, &addr.to_string())
         .pin(cpus);
-    match host {
-        Some(h) => launch.in_namespace(&h.name),
+    match host.and_then(|h| h.netns.as_ref()) {
+        Some(ns) => launch.in_namespace(ns),
         None => launch,
     }
     .start_at(SocketAddr::from((addr, port)))

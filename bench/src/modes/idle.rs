@@ -239,11 +239,15 @@ pub fn run(setup: &Setup) -> Vec<Row> {
         // worker_connections), as a model's from --max-conns. nginx closes idle keep-alive
         // connections to make room once fewer than 1/16 of its table is free, so its table
         // gets that sixteenth on top.
+        // Spread over workers, each gets the whole of what one process may hold: a shared
+        // socket's workers do not take equal shares.
         let per_worker = size.n.div_ceil(size.workers);
-        std::env::set_var(
-            peers::CONNS_ENV,
-            (per_worker + per_worker / 15 + 64).to_string(),
-        );
+        let table = if size.workers > 1 {
+            size.max_conns
+        } else {
+            per_worker + per_worker / 15 + 64
+        };
+        std::env::set_var(peers::CONNS_ENV, table.to_string());
         let started = match variant {
             Some(v) => {
                 let extra = [
