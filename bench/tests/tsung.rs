@@ -42,6 +42,17 @@ fn leftovers() -> Vec<String> {
     left
 }
 
+/// The results.json of the one run written under `out`.
+fn results_json(out: &std::path::Path) -> serde_json::Value {
+    let run_dir = std::fs::read_dir(out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap()).unwrap()
+}
+
 fn bench(args: &[&str]) -> std::process::Output {
     support::bench_output(args)
 }
@@ -77,15 +88,7 @@ fn two_test_hosts_load_prefork_eventloop_and_leave_nothing_behind() {
         stderr.contains("test host azh-c1 at 10.77.203.11"),
         "{stderr}"
     );
-    let run_dir = std::fs::read_dir(&out_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
-            .unwrap();
+    let json = results_json(&out_dir);
     let _ = std::fs::remove_dir_all(&out_dir);
     let cells = json["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2, "{json}");
@@ -234,15 +237,7 @@ http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Hello).serve_fo
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stdout}{stderr}");
-    let run_dir = std::fs::read_dir(&results)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
-            .unwrap();
+    let json = results_json(&results);
     let _ = std::fs::remove_dir_all(&out_dir);
     let rows = json["idle"].as_array().unwrap();
     let names: Vec<&str> = rows

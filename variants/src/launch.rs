@@ -128,6 +128,19 @@ fn prepare(cmd: &mut Command, cpus: &[usize], max_files: Option<(u64, u64)>) {
     }
 }
 
+/// Reads all of `child`'s piped stdout on a thread of its own (a client's report, read
+/// while it runs so that a full pipe never stalls it); join for the text.
+pub fn read_stdout(child: &mut Child) -> std::thread::JoinHandle<String> {
+    let stdout = child.stdout.take();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+        }
+        text
+    })
+}
+
 /// Spawns `cmd` (a load generator, an attacker) pinned to `cpus`, in its own registered
 /// process group.
 pub fn spawn_pinned(mut cmd: Command, cpus: &[usize]) -> std::io::Result<Child> {

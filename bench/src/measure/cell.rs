@@ -500,14 +500,7 @@ fn measure(
     let started = Instant::now();
     let mut child = launch::spawn_pinned(cmd, &plan.client_cpus)
         .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
-    let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut out) = stdout {
-            let _ = std::io::Read::read_to_string(&mut out, &mut text);
-        }
-        text
-    });
+    let reader = launch::read_stdout(&mut child);
     let (code, client_cpu) = launch::wait_pinned(&mut child, limit);
     let wall = started.elapsed().as_secs_f64();
     let after = server_pids.map(procfs::usage);

@@ -353,6 +353,12 @@ fn pids_of(ns: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Whether test host `ns` runs anything now. Erlang's port mapper, started by the first
+/// node, outlives each node: a host is running while it has another process.
+pub fn running(ns: &str) -> bool {
+    pids_of(ns).iter().any(|p| !is_epmd(*p))
+}
+
 /// Whether process `pid` is Erlang's port mapper.
 fn is_epmd(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "epmd")
@@ -406,8 +412,6 @@ impl CpuWatch {
                 let done = flag.load(Ordering::Relaxed);
                 for ((ns, seen), at) in namespaces.iter().zip(&mut last).zip(&mut seen_at) {
                     let pids = pids_of(ns);
-                    // Erlang's port mapper, started by the first node, outlives each node:
-                    // a host is running while it has another process.
                     if pids.iter().any(|p| !is_epmd(*p)) {
                         *at = Some(started.elapsed().as_secs_f64());
                     }

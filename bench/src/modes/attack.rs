@@ -102,14 +102,7 @@ pub fn slowloris(
                 continue;
             }
         };
-        let stdout = attacker.stdout.take();
-        let reader = std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut o) = stdout {
-                let _ = o.read_to_string(&mut text);
-            }
-            text
-        });
+        let reader = launch::read_stdout(&mut attacker);
         // Let the slow connections pile up, then probe until the attack ends.
         std::thread::sleep(Duration::from_secs(2));
         let until = Instant::now() + Duration::from_secs(seconds.saturating_sub(3).max(1));

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 
-use crate::measure::client::tsung::{self, Fleet};
+use crate::measure::client::tsung::{self, Fleet, Reach};
 use crate::measure::hosts::{self, Host};
 use crate::measure::{procfs, server};
 use crate::model::client::HostLoad;
@@ -441,14 +441,7 @@ fn fleet_round(
         .stderr(Stdio::null());
     let mut child =
         launch::spawn_pinned(cmd, client_cpus).map_err(|e| format!("cannot run tsung: {e}"))?;
-    let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut out) = stdout {
-            let _ = out.read_to_string(&mut text);
-        }
-        text
-    });
+    let reader = launch::read_stdout(&mut child);
     // Until every connection is established, or none more comes for STALL, or the fleet
     // ended (its nodes failed to start); bounded by a generous rate in any case.
     let opening = Instant::now();
@@ -486,7 +479,26 @@ fn fleet_round(
     std::thread::sleep(Duration::from_millis(1000) + Duration::from_micros(10 * n as u64));
     let rss_after_kib = server.rss_kib();
     std::fs::write(&release, b"").map_err(|e| format!("{}: {e}", release.display()))?;
-    let (code, _) = launch::wait_pinned(&mut child, Duration::from_secs(120) + bound);
+    // Tsung's controller can outlive its nodes (seen once: all 19,000 users done, every
+    // node gone, the controller still waiting minutes later): once no node runs, it gets
+    // 10 s to end too, then it is stopped — the nodes' logs are complete by then.
+    let namespaces = match &fleet.reach {
+        Reach::TestHosts { namespaces, .. } => namespaces.clone(),
+        Reach::Ssh => Vec::new(),
+    };
+    let until = Instant::now() + Duration::from_secs(120) + bound;
+    let mut nodes_gone: Option<Instant> = None;
+    while Instant::now() < until && launch::running(child.id() as i32) {
+        if !namespaces.is_empty() && !namespaces.iter().any(|ns| hosts::running(ns)) {
+            if nodes_gone.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(10) {
+                break;
+            }
+        } else {
+            nodes_gone = None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let (code, _) = launch::wait_pinned(&mut child, Duration::ZERO);
     let text = reader.join().unwrap_or_default();
     let rounds = tsung::log_dir(&text)
         .and_then(|dir| {
