@@ -34,6 +34,10 @@ pub struct Row {
     /// for the second round, whose answers on them are not counted as still answered).
     #[serde(default)]
     pub closed_idle: usize,
+    /// Requests the client itself failed (a distributed client's own errors: a user that
+    /// died before it sent): not the server's doing, but not answered either.
+    #[serde(default)]
+    pub client_errors: usize,
     /// Connections answered in the second round, and in the first.
     #[serde(default)]
     pub answered: usize,

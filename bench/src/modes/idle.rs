@@ -187,6 +187,7 @@ struct Held {
     round_s: f64,
     round_max_ms: Option<f64>,
     closed_idle: usize,
+    client_errors: usize,
     rss_after_kib: u64,
     stopped_by: Option<String>,
     hosts: Vec<HostLoad>,
@@ -337,6 +338,7 @@ pub fn run(setup: &Setup) -> Vec<Row> {
             held_back: size.held_back,
             round_max_ms: held.round_max_ms,
             closed_idle: held.closed_idle,
+            client_errors: held.client_errors,
             hosts: held.hosts,
         });
     }
@@ -525,6 +527,7 @@ fn fleet_round(
         first_round: rounds.first as usize,
         answered: rounds.second.saturating_sub(rounds.reopened) as usize,
         closed_idle: rounds.reopened as usize,
+        client_errors: rounds.errors as usize,
         open_s,
         round_s: rounds.second_span_s,
         round_max_ms: rounds.second_max_ms,

@@ -40,7 +40,13 @@ pub fn table(rows: &[Row]) -> String {
             None => {
                 let closed = (r.closed_idle > 0)
                     .then(|| format!("{} closed by the server while idle", r.closed_idle));
-                let note: String = [&closed, &r.stopped_by, &r.held_back]
+                let client = (r.client_errors > 0).then(|| {
+                    format!(
+                        "{} failed in the client (its own errors, before or without an answer)",
+                        r.client_errors
+                    )
+                });
+                let note: String = [&closed, &client, &r.stopped_by, &r.held_back]
                     .into_iter()
                     .flatten()
                     .map(|s| format!("; {s}"))
