@@ -199,15 +199,14 @@ pub fn run(setup: &Setup) -> Vec<Row> {
     let fleet = matches!(setup.holder, Holder::Fleet { .. });
     // The client's descriptors (bench's own connections) and the server's, which inherits
     // this limit; with a fleet the client's are its nodes', each under its own limit.
-    let raised = if fleet {
-        common::cli::fd_hard_limit().and_then(common::cli::raise_fd_limit_to)
-    } else {
-        common::cli::raise_fd_limit_to(n as u64 + SPARE_FDS)
+    let hard = match common::cli::fd_hard_limit() {
+        Ok(hard) => hard,
+        Err(e) => return vec![Row::missing("all", "", e)],
     };
+    let raised = common::cli::raise_fd_limit_to(if fleet { hard } else { n as u64 + SPARE_FDS });
     if let Err(e) = raised {
         return vec![Row::missing("all", "", e)];
     }
-    let hard = common::cli::fd_hard_limit().unwrap_or(SPARE_FDS * 2);
     let cap = if fleet {
         hard.saturating_sub(SPARE_FDS) as usize
     } else {
@@ -410,7 +409,8 @@ fn fits_the_fleet(n: usize, hosts: usize, cap: usize) -> Result<(), String> {
 const STALL: Duration = Duration::from_secs(15);
 
 /// Tsung's nodes hold `n` connections (see `tsung::idle`): bench watches the server host's
-/// TCP sockets in use (its listeners and connections) until `n` are there or no more come, reads the server's memory, then releases the users for the second round; the
+/// TCP sockets in use (its listeners and connections) until `n` are there or no more
+/// come, reads the server's memory, then releases the users for the second round; the
 /// server is stopped once they are done.
 fn hold_on_fleet(
     fleet: &Fleet,

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use hdrhistogram::Histogram;
 
-use super::{histogram, split_url, Fleet, MAX_US};
+use super::{histogram, node_dumps, split_url, Fleet, MAX_US};
 use crate::model::client::HostLoad;
 
 /// Users (connections) started per second over the whole fleet: a node starts about 2,600
@@ -123,23 +123,11 @@ pub struct Rounds {
 
 /// Reads the hold's log folder (a `tsung-N.dump` and a `tsungN@HOST.log` per node).
 pub fn read(dir: &Path) -> Result<Rounds, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut hosts = Vec::new();
     let (mut first, mut second) = (0, 0);
     let mut latency: Histogram<u64> = histogram()?;
     let (mut start, mut end) = (f64::INFINITY, 0.0f64);
-    for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
-        let Some((node, host)) = name
-            .strip_suffix(".log")
-            .and_then(|n| n.strip_prefix("tsung"))
-            .and_then(|n| n.split_once('@'))
-            .filter(|(node, _)| node.parse::<u32>().is_ok())
-        else {
-            // The controller's own log (tsung_controller@HOST.log) is not a node's.
-            continue;
-        };
-        let text =
-            std::fs::read_to_string(dir.join(format!("tsung-{node}.dump"))).unwrap_or_default();
+    for (host, text) in node_dumps(dir)? {
         let mut held = 0;
         for f in text
             .lines()
@@ -164,20 +152,13 @@ pub fn read(dir: &Path) -> Result<Rounds, String> {
         }
         first += held;
         hosts.push(HostLoad {
-            host: host.to_string(),
+            host,
             requests: held,
             rps: 0.0,
             cpu_pct: None,
             stopped_at_s: None,
         });
     }
-    if hosts.is_empty() {
-        return Err(format!(
-            "no Tsung node ran (no node log in {}): see its tsung_controller log there",
-            dir.display()
-        ));
-    }
-    hosts.sort_by(|a, b| a.host.cmp(&b.host));
     let log = std::fs::read_to_string(dir.join("tsung.log")).unwrap_or_default();
     let connects = count_of(&log, "connect");
     let ms = |q: f64| (second > 0).then(|| latency.value_at_quantile(q) as f64 / 1000.0);

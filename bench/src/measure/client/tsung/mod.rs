@@ -344,29 +344,24 @@ fn error_counts(log: &str) -> (u64, u64) {
     (failed, timeouts)
 }
 
-/// The figures of a run from its log folder: every node's protocol log merged, each
-/// node's share, and the error counters.
-pub fn read_logs(dir: &Path) -> Result<Outcome, String> {
+/// Each node's host and protocol log (`tsungN@HOST.log` names node N's host; its requests
+/// are in `tsung-N.dump`; the controller's own log is no node's), ordered by host; an error
+/// when no node ran.
+fn node_dumps(dir: &Path) -> Result<Vec<(String, String)>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let names: Vec<String> = entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
-    // tsungN@HOST.log names node N's host; its requests are in tsung-N.dump.
-    let mut nodes: Vec<(String, NodeLog)> = Vec::new();
-    for name in &names {
-        let Some((node, host)) = name
+    let mut nodes = Vec::new();
+    for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
+        let Some((index, host)) = name
             .strip_suffix(".log")
             .and_then(|n| n.strip_prefix("tsung"))
             .and_then(|n| n.split_once('@'))
+            .and_then(|(node, host)| Some((node.parse::<u32>().ok()?, host)))
         else {
             continue;
         };
-        let Ok(index) = node.parse::<u32>() else {
-            continue;
-        };
-        let dump = dir.join(format!("tsung-{index}.dump"));
-        let text = std::fs::read_to_string(&dump).unwrap_or_default();
-        nodes.push((host.to_string(), read_dump(&text)?));
+        let dump =
+            std::fs::read_to_string(dir.join(format!("tsung-{index}.dump"))).unwrap_or_default();
+        nodes.push((host.to_string(), dump));
     }
     if nodes.is_empty() {
         return Err(format!(
@@ -375,6 +370,16 @@ pub fn read_logs(dir: &Path) -> Result<Outcome, String> {
         ));
     }
     nodes.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(nodes)
+}
+
+/// The figures of a run from its log folder: every node's protocol log merged, each
+/// node's share, and the error counters.
+pub fn read_logs(dir: &Path) -> Result<Outcome, String> {
+    let mut nodes: Vec<(String, NodeLog)> = Vec::new();
+    for (host, dump) in node_dumps(dir)? {
+        nodes.push((host, read_dump(&dump)?));
+    }
     let requests: u64 = nodes.iter().map(|(_, n)| n.requests).sum();
     let first = nodes
         .iter()
