@@ -8,8 +8,9 @@ use std::time::Duration;
 use bench::measure::cell::{CellSpec, Plan, Target};
 use bench::measure::client::tsung::{Fleet, FleetHost, Reach};
 use bench::measure::client::{self as clients, Amount};
-use bench::measure::hosts::{Host, Hosts};
+use bench::measure::hosts::{Host, Hosts, Wire};
 use bench::measure::procfs;
+use bench::model::cell::Link;
 use bench::model::client::Client;
 use bench::model::{fidelity, Results};
 use bench::modes::{self, matrix};
@@ -79,6 +80,13 @@ struct Args {
     /// Or real machines by name (a,b,c), reached over ssh, with --server-addr.
     #[arg(long, value_name = "N|HOSTS")]
     client_hosts: Option<String>,
+    /// What the client's packets cross: loopback, veth, or both (the same cell over each,
+    /// back to back, and a table of the two side by side). veth: the client (ab, wrk, oha)
+    /// in one test host and the server in another (network namespaces on 10.77.203.0/24,
+    /// each host's receive path on its own CPUs, as a NIC would put it). Default: loopback;
+    /// Tsung's test hosts are veth.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    link: Vec<Link>,
     /// With real client hosts (--client-hosts a,b,c): this machine's address they reach;
     /// the servers listen on it.
     #[arg(long, value_name = "IPV4")]
@@ -304,6 +312,7 @@ fn main() {
     if client == Client::Oha && args.pipeline.is_some() {
         fail("--pipeline needs --client wrk (oha sends one request at a time)");
     }
+    let links = links(&args, client);
     let tool = client.command();
     if !clients::tool(client).installed() {
         fail(format!(
@@ -337,8 +346,25 @@ fn main() {
     let duration = Duration::from_secs(if args.quick { 1 } else { args.duration });
     // Tsung's client hosts: test hosts made now (removed when `hosts` drops or bench
     // exits), or real machines.
-    let clients = client_hosts(&args, client, &client_cpus);
+    let clients = client_hosts(&args, client, &server_cpus, &client_cpus);
+    // --link veth for a one-process client: its two test hosts (removed when `wire_hosts`
+    // drops or bench exits).
+    let wire_hosts = (links.contains(&Link::Veth) && clients.fleet.is_none()).then(|| {
+        let hosts = Hosts::create(1).unwrap_or_else(|e| fail(e));
+        hosts
+            .steer(&server_cpus, &client_cpus)
+            .unwrap_or_else(|e| fail(e));
+        eprintln!(
+            "bench: over veth, the client in test host {} at {}, the servers in {} at {}",
+            hosts.clients[0].name, hosts.clients[0].addr, hosts.server.name, hosts.server.addr
+        );
+        hosts
+    });
     let plan = Plan {
+        wire: wire_hosts.as_ref().map(|h| Wire {
+            server: h.server.clone(),
+            client: h.clients[0].clone(),
+        }),
         fleet: clients.fleet.clone(),
         server_host: clients.server.clone(),
         pg,
@@ -471,6 +497,7 @@ fn main() {
             connections: args.concurrency[0],
             workers: plan.workers,
             rate: None,
+            link: links[0],
         };
         let cells = modes::slo::run(&plan, &targets, &spec, slo);
         println!("{}", write::slo::table(&cells, slo));
@@ -486,7 +513,7 @@ fn main() {
     }
     // --fidelity measures its own cells: the signatures, at the first concurrency given.
     let jobs = if args.fidelity {
-        modes::fidelity::jobs(&targets, &plan, stacks[0], args.concurrency[0])
+        modes::fidelity::jobs(&targets, &plan, stacks[0], args.concurrency[0], links[0])
     } else {
         let rates: Vec<Option<u32>> = if args.rate.is_empty() {
             vec![None]
@@ -502,12 +529,14 @@ fn main() {
                 keep_alive: &keepalive,
                 connections: &args.concurrency,
                 rates: &rates,
+                links: &links,
             },
         )
     };
     let cells = matrix::run(&plan, jobs);
 
     println!("{}", write::table::markdown(&cells));
+    print!("{}", write::link::table(&cells));
     let profiled = write::profile::profiled(&cells);
     print!("{}", write::profile::table(&profiled));
     if args.fidelity {
@@ -547,11 +576,57 @@ fn main() {
     }
 }
 
+/// The links the matrix runs each cell over (`--link`): loopback unless asked; Tsung's
+/// test hosts are veth and its real hosts a network, nothing else. A link that does not fit
+/// the run is one line and exit 2.
+fn links(args: &Args, client: Client) -> Vec<Link> {
+    let mut links: Vec<Link> = Vec::new();
+    for &l in &args.link {
+        if !links.contains(&l) {
+            links.push(l);
+        }
+    }
+    let real_hosts = args
+        .client_hosts
+        .as_deref()
+        .is_some_and(|h| h.parse::<usize>().is_err());
+    if client == Client::Tsung {
+        if links.iter().any(|&l| l != Link::Veth) || (real_hosts && !links.is_empty()) {
+            fail("--client tsung runs from its client hosts: its link is theirs (--link loopback is for ab, wrk and oha)");
+        }
+        return vec![if real_hosts {
+            Link::Network
+        } else {
+            Link::Veth
+        }];
+    }
+    if links.is_empty() {
+        return vec![Link::Loopback];
+    }
+    if links.contains(&Link::Veth) {
+        if args.url.is_some() {
+            fail("--link veth runs the servers in a test host: not with --url");
+        }
+        if args.idle_conns.is_some() || args.attack.is_some() {
+            fail("--link is an axis of the matrix (and --slo, --fidelity): not with --idle-conns or --attack");
+        }
+    }
+    if links.len() > 1 && (args.slo.is_some() || args.fidelity) {
+        fail("--slo and --fidelity run over one link: give --link loopback or --link veth");
+    }
+    links
+}
+
 /// Tsung's client hosts (`--client tsung --client-hosts`): N test hosts made here (the
 /// `Hosts`, the servers in one of them), or real machines named a,b,c reached over ssh (the
 /// servers here, on `--server-addr`); none for the other clients. A flag that does not fit
 /// is one line and exit 2.
-fn client_hosts(args: &Args, client: Client, client_cpus: &[usize]) -> ClientHosts {
+fn client_hosts(
+    args: &Args,
+    client: Client,
+    server_cpus: &[usize],
+    client_cpus: &[usize],
+) -> ClientHosts {
     let Some(list) = &args.client_hosts else {
         if client == Client::Tsung {
             fail("--client tsung needs --client-hosts N (N test hosts made here)");
@@ -574,6 +649,9 @@ fn client_hosts(args: &Args, client: Client, client_cpus: &[usize]) -> ClientHos
         fail("--server-addr is for real client hosts: test hosts have their own addresses");
     }
     let hosts = Hosts::create(n).unwrap_or_else(|e| fail(e));
+    hosts
+        .steer(server_cpus, client_cpus)
+        .unwrap_or_else(|e| fail(e));
     for h in hosts.all() {
         eprintln!("bench: test host {} at {}", h.name, h.addr);
     }

@@ -1,7 +1,8 @@
-//! `--client tsung --client-hosts N`: Tsung as a distributed client on test hosts
-//! (network namespaces on 10.77.203.0/24, made and removed by bench itself). Needs root
-//! (CAP_NET_ADMIN) and Tsung, which scripts/test installs. The tests take turns: the test
-//! hosts have fixed names, one set per machine at a time.
+//! Test hosts (network namespaces on 10.77.203.0/24, made and removed by bench itself):
+//! `--client tsung --client-hosts N`, Tsung as a distributed client on them, and `--link
+//! veth`, one client across a veth from its server. Needs root (CAP_NET_ADMIN) and Tsung,
+//! which scripts/test installs. The tests take turns: the test hosts have fixed names, one
+//! set per machine at a time.
 
 use std::process::Command;
 use std::sync::Mutex;
@@ -129,6 +130,88 @@ fn two_test_hosts_load_prefork_eventloop_and_leave_nothing_behind() {
     assert_eq!(new_epmd, Vec::<String>::new(), "epmd left running");
 }
 
+/// The same cell over loopback and over veth in one run: both rows measured, the server
+/// in its test host for the veth one, the two side by side in their own table, each
+/// side's receive path on its own CPUs (softirq on the server's CPUs over veth), and
+/// nothing left behind.
+#[test]
+fn the_same_cell_runs_over_loopback_and_over_veth_in_one_run() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out_dir = std::env::temp_dir().join(format!("archzoo-link-test-{}", std::process::id()));
+    let out = bench(&[
+        "--quick",
+        "--variants",
+        "prefork-eventloop",
+        "--client",
+        "wrk",
+        "--keepalive",
+        "on",
+        "-c",
+        "4",
+        "--link",
+        "loopback,veth",
+        "--out",
+        &out_dir.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("the client in test host azh-c1 at 10.77.203.11"),
+        "{stderr}"
+    );
+    let json = results_json(&out_dir);
+    let page = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("report.html");
+    let page = std::fs::read_to_string(page).unwrap();
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let cells = json["cells"].as_array().unwrap();
+    let links: Vec<&str> = cells.iter().map(|c| c["link"].as_str().unwrap()).collect();
+    assert_eq!(links, ["loopback", "veth"], "{json}");
+    for cell in cells {
+        assert!(cell["failure"].is_null(), "{cell}");
+        let run = &cell["runs"][0];
+        assert!(run["outcome"]["requests"].as_u64().unwrap() > 100, "{run}");
+        assert!(
+            run["server_cpu_us_per_req"].as_f64().unwrap() > 0.0,
+            "{run}"
+        );
+        assert!(
+            run["cpu_sets"]["server_busy_us"].as_f64().unwrap() > 0.0,
+            "{run}"
+        );
+    }
+    // The veth row's server listened in its test host, the loopback row's here.
+    let command = |i: usize| cells[i]["server_command"].as_str().unwrap_or("");
+    assert!(!command(0).contains("10.77.203.2"), "{}", command(0));
+    assert!(command(1).contains("10.77.203.2"), "{}", command(1));
+    // Over veth the server's CPU received the requests (RPS): softirq there.
+    assert!(
+        cells[1]["runs"][0]["cpu_sets"]["server_softirq_us"]
+            .as_f64()
+            .unwrap()
+            > 0.0,
+        "{}",
+        cells[1]
+    );
+    let row = |link: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with("| prefork-eventloop |") && l.contains(&format!("| {link} |")))
+            .unwrap_or_else(|| panic!("no {link} row: {stdout}"))
+            .to_string()
+    };
+    assert!(!row("loopback").contains("FAILED") && !row("veth").contains("FAILED"));
+    assert!(stdout.contains("| req/s loopback · veth |"), "{stdout}");
+    assert!(page.contains("id=\"link\""), "no link section in the page");
+    assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
+}
+
 #[test]
 fn tsung_without_its_hosts_is_one_clear_error() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -165,6 +248,29 @@ fn tsung_without_its_hosts_is_one_clear_error() {
         (
             &["--server-addr", "10.77.203.99"][..],
             "--server-addr is for real client hosts",
+        ),
+        (
+            &[
+                "--client",
+                "tsung",
+                "--client-hosts",
+                "2",
+                "--link",
+                "loopback",
+            ][..],
+            "--link loopback is for ab, wrk and oha",
+        ),
+        (
+            &["--link", "veth", "--url", "http://127.0.0.1:1/"][..],
+            "--link veth runs the servers in a test host: not with --url",
+        ),
+        (
+            &["--link", "veth", "--idle-conns", "10"][..],
+            "not with --idle-conns or --attack",
+        ),
+        (
+            &["--link", "loopback,veth", "--slo", "p99=5ms"][..],
+            "run over one link",
         ),
         (
             &[

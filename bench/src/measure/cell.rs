@@ -15,9 +15,9 @@ use variants::{Variant, Workload};
 
 use super::client::tsung::{Fleet, Reach};
 use super::client::{self, Amount, Load};
-use super::hosts::{self, CpuWatch, Host};
+use super::hosts::{self, CpuWatch, Host, Wire};
 use super::{perf, procfs, profile, server};
-use crate::model::cell::{self, Cell, Run};
+use crate::model::cell::{self, Cell, CpuSets, Link, Run};
 use crate::model::client::Client;
 use crate::model::profile::Profile;
 
@@ -51,6 +51,28 @@ pub struct Plan {
     pub fleet: Option<Fleet>,
     /// The test host the servers run in, when the clients are test hosts.
     pub server_host: Option<Host>,
+    /// `--link veth` for a one-process client: the test hosts its cells run across.
+    pub wire: Option<Wire>,
+}
+
+impl Plan {
+    /// Where the server of a cell over `link` runs: a test host, this machine on a real
+    /// network's address, or (`None`) this machine's loopback.
+    pub fn server_host(&self, link: Link) -> Option<&Host> {
+        match (link, &self.wire) {
+            (Link::Veth, Some(wire)) => Some(&wire.server),
+            (Link::Loopback, _) => None,
+            _ => self.server_host.as_ref(),
+        }
+    }
+
+    /// The test host a one-process client runs in over `link` (`None`: here).
+    pub fn client_host(&self, link: Link) -> Option<&Host> {
+        match (link, &self.wire) {
+            (Link::Veth, Some(wire)) => Some(&wire.client),
+            _ => None,
+        }
+    }
 }
 
 /// What a cell measures.
@@ -85,6 +107,8 @@ pub struct CellSpec<'a> {
     pub connections: u32,
     pub workers: usize,
     pub rate: Option<u32>,
+    /// What the client's packets cross (`--link`).
+    pub link: Link,
 }
 
 /// Runs one cell, step by step: the cell as planned, start its server, check its answer,
@@ -92,7 +116,7 @@ pub struct CellSpec<'a> {
 /// why in the cell, and the cell ends there.
 pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     let mut cell = planned(plan, target, spec);
-    if let Some(why) = not_applicable(plan, target, &spec.workload) {
+    if let Some(why) = not_applicable(plan, target, spec) {
         cell.failure = Some(why);
         return cell;
     }
@@ -125,6 +149,7 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         connections,
         workers,
         rate,
+        link,
     } = *spec;
     let mut cell = Cell {
         variant: target.name().to_string(),
@@ -143,6 +168,7 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         client: plan.client,
         pipeline: plan.pipeline,
         rate,
+        link,
         runs: Vec::new(),
         failure: None,
         server_command: None,
@@ -169,8 +195,11 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
 }
 
 /// Why `target` cannot run `workload` at all (`n/a …`), if it cannot.
-fn not_applicable(plan: &Plan, target: &Target, workload: &Workload) -> Option<String> {
-    let on_test_host = plan.server_host.as_ref().is_some_and(|h| h.netns.is_some());
+fn not_applicable(plan: &Plan, target: &Target, spec: &CellSpec) -> Option<String> {
+    let workload = &spec.workload;
+    let on_test_host = plan
+        .server_host(spec.link)
+        .is_some_and(|h| h.netns.is_some());
     if on_test_host && workload.needs_database() {
         return Some(
             "n/a (the database listens on this machine's loopback, which a test host cannot reach)"
@@ -215,7 +244,7 @@ impl<'a> Started<'a> {
                 &plan.server_cpus,
                 &plan.db,
                 plan.pg.as_deref(),
-                plan.server_host.as_ref(),
+                plan.server_host(spec.link),
             )?),
             Target::Model(v) => {
                 let mut args = vec![
@@ -233,7 +262,7 @@ impl<'a> Started<'a> {
                     spec.workers,
                     &plan.server_cpus,
                     &args,
-                    plan.server_host.as_ref(),
+                    plan.server_host(spec.link),
                 )?)
             }
             Target::Url(_) => None,
@@ -281,6 +310,7 @@ impl<'a> Started<'a> {
             script: &self.plan.script,
             rate: self.spec.rate,
             fleet: self.plan.fleet.as_ref(),
+            from: self.plan.client_host(self.spec.link),
         }
     }
 
@@ -480,12 +510,23 @@ fn measure(
         Amount::Duration(d) => d + Duration::from_secs(20),
         Amount::Requests(_) => Duration::from_secs(600),
     };
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(Stdio::null())
+    // In its test host over veth, here otherwise.
+    let mut cmd = match load.from {
+        Some(host) => host.command(&argv.iter().map(String::as_str).collect::<Vec<_>>()),
+        None => {
+            let mut cmd = Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let before = server_pids.map(procfs::usage);
+    let sets_before = (
+        procfs::cpu_times(&plan.server_cpus),
+        procfs::cpu_times(&plan.client_cpus),
+    );
     let db_before = db.map(|pid| procfs::cpu_by_pid(&procfs::tree(pid)));
     let perf = match (syscalls, server_pids) {
         (true, Some(pids)) => perf::start(pids),
@@ -504,6 +545,10 @@ fn measure(
     let (code, client_cpu) = launch::wait_pinned(&mut child, limit);
     let wall = started.elapsed().as_secs_f64();
     let after = server_pids.map(procfs::usage);
+    let sets_spent = (
+        procfs::cpu_times(&plan.server_cpus).since(&sets_before.0),
+        procfs::cpu_times(&plan.client_cpus).since(&sets_before.1),
+    );
     let db_spent = db_before
         .zip(db)
         .map(|(before, pid)| procfs::cpu_spent(&before, &procfs::cpu_by_pid(&procfs::tree(pid))));
@@ -581,6 +626,12 @@ fn measure(
         client_cpu_pct,
         wall_secs: wall,
         command: argv.join(" "),
+        cpu_sets: per_req(1.0).map(|each| CpuSets {
+            server_busy_us: sets_spent.0.busy_secs * 1e6 * each,
+            server_softirq_us: sets_spent.0.softirq_secs * 1e6 * each,
+            client_busy_us: sets_spent.1.busy_secs * 1e6 * each,
+            client_softirq_us: sets_spent.1.softirq_secs * 1e6 * each,
+        }),
         outcome,
     })
 }

@@ -95,6 +95,14 @@ impl Host {
     }
 }
 
+/// The two test hosts of `--link veth` for a client that is one process here (ab, wrk,
+/// oha): the servers run in one, the client in the other, over veth and the bridge.
+#[derive(Debug, Clone)]
+pub struct Wire {
+    pub server: Host,
+    pub client: Host,
+}
+
 /// The address of the bridge's own end, in this (the controller's) namespace.
 pub fn bridge_addr() -> Ipv4Addr {
     Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], 1)
@@ -179,6 +187,54 @@ impl Hosts {
     pub fn all(&self) -> impl Iterator<Item = &Host> {
         std::iter::once(&self.server).chain(&self.clients)
     }
+
+    /// Steers each host's receive path to its own CPUs (RPS on its `eth0`): the server
+    /// host's to `server_cpus`, the client hosts' to `client_cpus`. A veth end hands what
+    /// it receives to the *sending* CPU's backlog, as loopback does; with RPS the packet
+    /// goes on to the receiver's CPUs, where a NIC's interrupt would have put it — so each
+    /// side's CPU pays for what it receives, and a test host is closer to a machine.
+    pub fn steer(&self, server_cpus: &[usize], client_cpus: &[usize]) -> Result<(), String> {
+        for host in self.all() {
+            let cpus = if host == &self.server {
+                server_cpus
+            } else {
+                client_cpus
+            };
+            let write = format!(
+                "echo {} > /sys/class/net/eth0/queues/rx-0/rps_cpus",
+                cpu_mask(cpus)
+            );
+            let out = host
+                .command(&["sh", "-c", &write])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("cannot run sh: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "cannot steer {}'s receive path to CPUs {cpus:?} (RPS): {}",
+                    host.name,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `cpus` as the kernel writes a CPU mask (`rps_cpus`): hexadecimal, in comma-separated
+/// groups of 32 CPUs, the highest first.
+pub fn cpu_mask(cpus: &[usize]) -> String {
+    let groups = cpus.iter().max().map_or(1, |&top| top / 32 + 1);
+    let mut words = vec![0u32; groups];
+    for &cpu in cpus {
+        words[cpu / 32] |= 1 << (cpu % 32);
+    }
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl Drop for Hosts {
@@ -445,6 +501,14 @@ impl CpuWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_mask_is_written_as_the_kernel_reads_it() {
+        assert_eq!(cpu_mask(&[0]), "00000001");
+        assert_eq!(cpu_mask(&[1, 3]), "0000000a");
+        assert_eq!(cpu_mask(&[0, 33]), "00000002,00000001");
+        assert_eq!(cpu_mask(&[]), "00000000");
+    }
 
     #[test]
     fn a_host_that_ended_while_the_others_ran_on_is_found() {

@@ -190,6 +190,55 @@ fn in_use(sockstat: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// A set of CPUs' time since boot, whoever used it (/proc/stat): every non-idle second, and
+/// the softirq part of it (the network's receive path, among others).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTimes {
+    pub busy_secs: f64,
+    pub softirq_secs: f64,
+}
+
+impl CpuTimes {
+    /// What was spent between `earlier` and `self`.
+    pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            busy_secs: (self.busy_secs - earlier.busy_secs).max(0.0),
+            softirq_secs: (self.softirq_secs - earlier.softirq_secs).max(0.0),
+        }
+    }
+}
+
+/// [`CpuTimes`] of `cpus` now.
+pub fn cpu_times(cpus: &[usize]) -> CpuTimes {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    cpu_times_in(&stat, cpus, clock_ticks())
+}
+
+/// [`cpu_times`] on the text of /proc/stat: `cpuN user nice system idle iowait irq
+/// softirq steal …` in ticks. Busy is user + nice + system + irq + softirq (guest time is
+/// inside user; steal and iowait are not this machine's work).
+fn cpu_times_in(stat: &str, cpus: &[usize], ticks: f64) -> CpuTimes {
+    let mut total = CpuTimes::default();
+    for line in stat.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(cpu) = fields
+            .next()
+            .and_then(|name| name.strip_prefix("cpu"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if !cpus.contains(&cpu) {
+            continue;
+        }
+        let v: Vec<f64> = fields.map(|f| f.parse().unwrap_or(0.0)).collect();
+        let at = |i: usize| v.get(i).copied().unwrap_or(0.0) / ticks;
+        total.busy_secs += at(0) + at(1) + at(2) + at(5) + at(6);
+        total.softirq_secs += at(6);
+    }
+    total
+}
+
 /// The machine, for the results file: CPU model, CPU count, kernel.
 pub fn machine() -> serde_json::Value {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -217,6 +266,18 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         assert!(tcp_in_use(std::process::id() as i32) >= 1);
         drop(listener);
+    }
+
+    #[test]
+    fn a_cpu_set_counts_its_own_cpus_busy_and_softirq() {
+        let stat = "cpu  900 0 300 5000 10 5 60 0 0 0\ncpu0 400 0 100 2000 5 1 40 7 0 0\ncpu1 500 0 200 3000 5 4 20 0 0 0\nintr 1 2 3\n";
+        let zero = cpu_times_in(stat, &[0], 100.0);
+        assert_eq!(zero.busy_secs, 5.41);
+        assert_eq!(zero.softirq_secs, 0.4);
+        let both = cpu_times_in(stat, &[0, 1], 100.0);
+        assert!((both.busy_secs - 12.65).abs() < 1e-9, "{both:?}");
+        assert_eq!(cpu_times_in(stat, &[7], 100.0), CpuTimes::default());
+        assert!(cpu_times(&[0]).busy_secs > 0.0);
     }
 
     #[test]

@@ -45,6 +45,50 @@ pub fn verdict(server_pct: Option<f64>, client_pct: f64) -> Verdict {
     }
 }
 
+/// What the client's packets cross to reach the server — it decides on whose CPU the
+/// kernel's receive path runs, and so whose CPU time a request's kernel work is counted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Link {
+    /// Client and server on this machine's loopback. A send on loopback queues the packet
+    /// on the *sending* CPU's backlog and processes it there: the client's CPU runs the
+    /// server's TCP receive path for every request, the server's CPU the client's for
+    /// every answer.
+    #[default]
+    Loopback,
+    /// Two test hosts (network namespaces) joined by veth pairs and a bridge, each host's
+    /// receive path steered (RPS) to its own CPUs, as a NIC's interrupt lands on the
+    /// receiver's: each side pays for what it receives, plus the bridge's hop.
+    Veth,
+    /// Real client machines over their network (`--client-hosts a,b,c`).
+    #[value(skip)]
+    Network,
+}
+
+impl Link {
+    pub fn label(self) -> &'static str {
+        match self {
+            Link::Loopback => "loopback",
+            Link::Veth => "veth",
+            Link::Network => "network",
+        }
+    }
+}
+
+/// The whole of the server's CPUs and of the client's over a run, whichever task or
+/// interrupt used them (/proc/stat), per request: the receive path that loopback runs on
+/// the sender's CPU, and that a process's own CPU time misses when its CPU served the
+/// softirq while idle, shows here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuSets {
+    /// Every non-idle moment of the server's CPUs, in µs per request.
+    pub server_busy_us: f64,
+    /// Of that, the softirq part (the network receive path).
+    pub server_softirq_us: f64,
+    pub client_busy_us: f64,
+    pub client_softirq_us: f64,
+}
+
 /// One repetition.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
@@ -69,6 +113,9 @@ pub struct Run {
     pub syscalls_by_name: Vec<(String, f64)>,
     pub verdict: Verdict,
     pub command: String,
+    /// The server's and the client's CPUs as a whole (absent in runs recorded before it).
+    #[serde(default)]
+    pub cpu_sets: Option<CpuSets>,
 }
 
 /// One cell of the matrix, with every repetition. Read back from results.json by
@@ -90,6 +137,9 @@ pub struct Cell {
     pub pipeline: Option<u32>,
     /// Offered requests per second (the open loop, `--rate`); `None`: closed loop.
     pub rate: Option<u32>,
+    /// What the client's packets crossed (`--link`).
+    #[serde(default)]
+    pub link: Link,
     pub runs: Vec<Run>,
     /// Why the cell has no figures (failed validation, did not start, died).
     pub failure: Option<String>,
@@ -194,6 +244,9 @@ impl Cell {
             key.push_str(&format!("-r{r}"));
         }
         key.push_str(&format!("-w{}", self.workers));
+        if self.link != Link::Loopback {
+            key.push_str(&format!("-{}", self.link.label()));
+        }
         key.chars()
             .map(|c| {
                 if c.is_ascii_alphanumeric() || "-_.".contains(c) {
@@ -207,7 +260,7 @@ impl Cell {
 
     /// What a cell shares with the cells it is compared with (the `× fastest` column,
     /// the charts' groups): everything but the server, its stack and workers.
-    pub fn group(&self) -> (String, bool, u32, Client, Option<u32>, Option<u32>) {
+    pub fn group(&self) -> (String, bool, u32, Client, Option<u32>, Option<u32>, Link) {
         (
             self.workload.clone(),
             self.keep_alive,
@@ -215,6 +268,7 @@ impl Cell {
             self.client,
             self.pipeline,
             self.rate,
+            self.link,
         )
     }
 }
@@ -273,6 +327,7 @@ impl Run {
             syscalls_by_name: Vec::new(),
             verdict: Verdict::ClientBound,
             command: String::new(),
+            cpu_sets: None,
         }
     }
 }

@@ -4,15 +4,17 @@
 use variants::WORKLOADS;
 
 use crate::measure::cell::{CellSpec, Plan, Target};
+use crate::model::cell::Link;
 use crate::model::fidelity;
 
-/// Each target's signature cells, with `stack` and `connections`, and the workers each
-/// signature asks for.
+/// Each target's signature cells, with `stack`, `connections` and `link`, and the workers
+/// each signature asks for.
 pub fn jobs(
     targets: &[Target],
     plan: &Plan,
     stack: &'static str,
     connections: u32,
+    link: Link,
 ) -> Vec<(Target, CellSpec<'static>)> {
     let signatures = fidelity::cells(plan.workers, plan.server_cpus.len());
     let mut jobs = Vec::new();
@@ -31,6 +33,7 @@ pub fn jobs(
                     connections,
                     workers: s.workers,
                     rate: None,
+                    link,
                 },
             ));
         }

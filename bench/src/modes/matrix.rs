@@ -1,11 +1,11 @@
-//! The matrix: one cell per combination of server, stack, workload, keep-alive, concurrency
-//! and offered rate, run one after another with a progress bar.
+//! The matrix: one cell per combination of server, stack, workload, keep-alive, concurrency,
+//! offered rate and link, run one after another with a progress bar.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use variants::Workload;
 
 use crate::measure::cell::{run_cell, CellSpec, Plan, Target};
-use crate::model::cell::Cell;
+use crate::model::cell::{Cell, Link};
 
 /// What the matrix varies, each axis a list of the values it takes.
 pub struct Axes<'a> {
@@ -15,6 +15,9 @@ pub struct Axes<'a> {
     pub connections: &'a [u32],
     /// Offered rates (the open loop); `[None]`: the closed loop.
     pub rates: &'a [Option<u32>],
+    /// What the client's packets cross (`--link`), innermost: the same cell over each
+    /// link runs back to back, under the same noise.
+    pub links: &'a [Link],
 }
 
 /// Every cell of the matrix, target by target. A peer runs the first stack only: it is
@@ -31,17 +34,20 @@ pub fn jobs(targets: &[Target], workers: usize, axes: &Axes) -> Vec<(Target, Cel
                 for &keep_alive in axes.keep_alive {
                     for &connections in axes.connections {
                         for &rate in axes.rates {
-                            jobs.push((
-                                target.clone(),
-                                CellSpec {
-                                    stack,
-                                    workload: *workload,
-                                    keep_alive,
-                                    connections,
-                                    workers,
-                                    rate,
-                                },
-                            ));
+                            for &link in axes.links {
+                                jobs.push((
+                                    target.clone(),
+                                    CellSpec {
+                                        stack,
+                                        workload: *workload,
+                                        keep_alive,
+                                        connections,
+                                        workers,
+                                        rate,
+                                        link,
+                                    },
+                                ));
+                            }
                         }
                     }
                 }
@@ -63,13 +69,18 @@ pub fn run(plan: &Plan, jobs: Vec<(Target, CellSpec)>) -> Vec<Cell> {
     for (target, spec) in jobs {
         let name = target.name().to_string();
         bar.set_message(format!(
-            "{name} {} {} ka={} c={} workers={}{}",
+            "{name} {} {} ka={} c={} workers={}{}{}",
             spec.stack,
             spec.workload.name,
             if spec.keep_alive { "on" } else { "off" },
             spec.connections,
             spec.workers,
             spec.rate.map_or(String::new(), |r| format!(" rate={r}")),
+            if spec.link == Link::Loopback {
+                String::new()
+            } else {
+                format!(" over {}", spec.link.label())
+            },
         ));
         let cell = run_cell(plan, &target, &spec);
         if let Some(why) = cell.failure.as_ref().filter(|w| !w.starts_with("n/a")) {

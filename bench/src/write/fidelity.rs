@@ -190,6 +190,7 @@ mod tests {
             client: Client::Ab,
             pipeline: None,
             rate: None,
+            link: Default::default(),
             runs: vec![Run::sample(rps, 5.0)],
             failure: None,
             server_command: None,

@@ -16,7 +16,7 @@ use askama::Template;
 
 use super::chart::{self, Colours};
 use super::table::{self, Entry, Figures};
-use super::{attack, fidelity, idle, profile, slo};
+use super::{attack, fidelity, idle, link, profile, slo};
 use crate::model::cell::{first_seen, Cell, Verdict};
 use crate::model::Results;
 
@@ -160,7 +160,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
     let flames = cells.iter().any(|c| c.profile.is_some());
     // A set-up column every row shares (one stack, one worker count, one concurrency …)
     // leaves the table for a line above it, so that the figures fit a window's width.
-    let shared: Vec<usize> = (2..table::HEAD_COLUMNS)
+    let shared: Vec<usize> = (2..table.head)
         .filter(|&i| {
             table.rows.len() > 1
                 && table
@@ -183,17 +183,17 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             _ => None,
         })
         .collect();
-    let empty: Vec<usize> = (table::HEAD_COLUMNS..table.columns.len())
+    let empty: Vec<usize> = (table.head..table.columns.len())
         .filter(|&i| {
             !measured.is_empty()
                 && measured.iter().all(|f| {
-                    let e = &f[i - table::HEAD_COLUMNS];
+                    let e = &f[i - table.head];
                     e.sort.is_none() && e.text == "–"
                 })
         })
         .collect();
     let shown = |i: &usize| !shared.contains(i) && !empty.contains(i);
-    let figure_columns = (table::HEAD_COLUMNS..table.columns.len())
+    let figure_columns = (table.head..table.columns.len())
         .filter(|i| shown(i))
         .count();
     let columns: Vec<ColumnView> = table
@@ -230,13 +230,13 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
                 Figures::Measured(figures) => {
                     for (i, (e, c)) in figures
                         .iter()
-                        .zip(&table.columns[table::HEAD_COLUMNS..])
+                        .zip(&table.columns[table.head..])
                         .enumerate()
-                        .filter(|(i, _)| shown(&(i + table::HEAD_COLUMNS)))
+                        .filter(|(i, _)| shown(&(i + table.head)))
                     {
                         // The verdict's entry carries its class: the colour of the word.
                         let class = match row.verdict {
-                            Some(v) if Some(i + table::HEAD_COLUMNS) == verdict_at => {
+                            Some(v) if Some(i + table.head) == verdict_at => {
                                 format!("verdict {}", v.label())
                             }
                             _ => String::new(),
@@ -298,6 +298,14 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             attack::READING,
             attack::table(&results.attack),
         );
+    }
+    let over_both = link::table(cells);
+    if !over_both.is_empty() {
+        sections.push(Section {
+            id: "link",
+            title: "Loopback beside veth",
+            html: html(&over_both),
+        });
     }
     if let Some(target) = &slo {
         sections.push(Section {

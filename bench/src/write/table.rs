@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::cell::{Cell, Verdict, BOUND_PCT};
+use crate::model::cell::{Cell, Link, Verdict, BOUND_PCT};
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
@@ -66,13 +66,13 @@ pub struct Row<'a> {
 #[derive(Debug, Clone)]
 pub struct Table<'a> {
     pub columns: Vec<Column>,
+    /// How many columns every row fills, failed or not (variant … c, and the link when a
+    /// cell crossed another than loopback): the figures start after them.
+    pub head: usize,
     pub rows: Vec<Row<'a>>,
     /// One markdown paragraph per line: the verdicts, the columns, the workloads.
     pub legend: Vec<String>,
 }
-
-/// The columns every row fills, failed or not (variant … c).
-pub const HEAD_COLUMNS: usize = 7;
 
 /// The table in the style of the posts, with each row's ratio to the fastest row of its
 /// group (same workload, keep-alive, concurrency, client), and how to read it.
@@ -98,10 +98,18 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
         column("workload", false),
         column("keep-alive", false),
         column("c", true),
+    ];
+    // The link, when a cell crossed another than loopback (--link veth, Tsung's hosts).
+    let over_links = cells.iter().any(|c| c.link != Link::Loopback);
+    if over_links {
+        columns.push(column("link", false));
+    }
+    let head = columns.len();
+    columns.extend([
         column("req/s (min–max)", true),
         column("× fastest", true),
         column("CPU µs/req", true),
-    ];
+    ]);
     let database = cells
         .iter()
         .any(|c| c.median().is_some_and(|r| r.db_cpu_us_per_req.is_some()));
@@ -130,7 +138,7 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
 
     let mut rows = Vec::new();
     for cell in cells {
-        let head = vec![
+        let mut head = vec![
             Entry::text(&cell.variant),
             Entry::text(&cell.model),
             Entry::text(&cell.stack),
@@ -142,6 +150,9 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
                 sort: Some(f64::from(cell.connections)),
             },
         ];
+        if over_links {
+            head.push(Entry::text(cell.link.label()));
+        }
         let Some(run) = cell.median() else {
             // One line: a server's error page must not break a table.
             let why = cell
@@ -264,8 +275,12 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
             legend.push(format!("{} (`{}`): {}.", w.name, w.path, w.shows));
         }
     }
+    if over_links {
+        legend.push("link: what the client's packets crossed — loopback, veth (a test host to another, over a bridge) or a real network (--client-hosts a,b,c); rows compare within one link (× fastest).".into());
+    }
     Table {
         columns,
+        head,
         rows,
         legend,
     }
@@ -290,7 +305,7 @@ pub fn markdown(cells: &[Cell]) -> String {
             .map(|c| if c.numeric { "---:|" } else { "---|" })
             .collect::<String>()
     );
-    let pad = " |".repeat(table.columns.len() - HEAD_COLUMNS);
+    let pad = " |".repeat(table.columns.len() - table.head);
     for row in &table.rows {
         out.push('|');
         for e in &row.head {
@@ -430,6 +445,7 @@ mod tests {
             client: Client::Wrk,
             pipeline: None,
             rate: None,
+            link: Default::default(),
             runs: run
                 .into_iter()
                 .map(|(rps, _, _)| Run::sample(rps, 4.0))

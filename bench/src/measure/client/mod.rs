@@ -35,6 +35,8 @@ pub struct Load<'a> {
     pub rate: Option<u32>,
     /// The client hosts of a distributed client (tsung); `None`: one process here.
     pub fleet: Option<&'a tsung::Fleet>,
+    /// The test host a one-process client runs in (`--link veth`); `None`: here.
+    pub from: Option<&'a crate::measure::hosts::Host>,
 }
 
 /// One load generator: how it is run for a [`Load`] and how its report is read.

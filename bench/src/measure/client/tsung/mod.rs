@@ -456,6 +456,7 @@ mod tests {
             script: Path::new("/nonexistent"),
             rate,
             fleet: Some(fleet),
+            from: None,
         }
     }
 
