@@ -156,6 +156,12 @@ struct Args {
     /// Slow connections for --attack.
     #[arg(long, default_value_t = 256)]
     attack_conns: usize,
+    /// Instead of the matrix: replay a published comparison — its client command, workload
+    /// and worker counts on the models (and the real servers installed here), the run it
+    /// did not make, and a verdict for every conclusion it printed. NAME (or several,
+    /// comma-separated), `all`, or `list`.
+    #[arg(long, value_name = "NAME")]
+    post: Option<String>,
     /// Instead of a run: render DIR/report.html and its charts again from
     /// DIR/results.json (an earlier run gets the current page).
     #[arg(long, value_name = "DIR")]
@@ -177,6 +183,7 @@ fn main() {
         }
         return;
     }
+    let posts = posts(&args);
     launch::install_interrupt_handler();
     let allowed = allowed_cpus();
     let server_cpus = args.server_cpus.clone().map_or_else(
@@ -248,8 +255,16 @@ fn main() {
     if args.url.is_some() && !peers.is_empty() {
         fail("--url measures one server started elsewhere; it does not take --peers or --peer");
     }
-    let workloads = variants::select(&args.workloads, WORKLOADS, |w| w.name, "workload")
+    let mut workloads = variants::select(&args.workloads, WORKLOADS, |w| w.name, "workload")
         .unwrap_or_else(|e| fail(e));
+    if !posts.is_empty() {
+        // The posts' own workloads (a database for the one that queried one).
+        workloads = WORKLOADS
+            .iter()
+            .copied()
+            .filter(|w| posts.iter().any(|p| p.workload == w.name))
+            .collect();
+    }
     let stacks: Vec<&'static str> = args
         .stack
         .split(',')
@@ -406,6 +421,27 @@ fn main() {
             .map_or(String::new(), |w| format!(", {}s warm-up", w.as_secs())),
     );
 
+    if !posts.is_empty() {
+        let mut cells = Vec::new();
+        for post in &posts {
+            eprintln!("bench: replaying {}", post.title);
+            cells.extend(modes::post::run(&plan, post, args.quick, links[0]));
+        }
+        println!("{}", write::table::markdown(&cells));
+        print!("{}", write::post::sections(&cells));
+        let mut meta = meta(&args, &plan, &peers);
+        meta["client"] = "ab, as the posts ran it".into();
+        meta["posts"] = posts.iter().map(|p| p.name).collect::<Vec<_>>().into();
+        write_results(
+            &args.out.join(timestamp()),
+            &Results {
+                meta,
+                cells,
+                ..Results::default()
+            },
+        );
+        return;
+    }
     if args.attack.is_some() {
         if clients::on_path("slowhttptest").is_none() {
             fail("--attack needs slowhttptest (scripts/bench installs it)");
@@ -574,6 +610,45 @@ fn main() {
         Some(Err(e)) => fail(e),
         None => {}
     }
+}
+
+/// The posts `--post` names (`all`: the five); `list` prints them and exits. A flag that
+/// does not fit a replay is one line and exit 2: a post brings its own client, workload,
+/// concurrency and workers.
+fn posts(args: &Args) -> Vec<&'static bench::model::post::Post> {
+    use bench::model::post::{self, POSTS};
+    let Some(name) = args.post.as_deref() else {
+        return Vec::new();
+    };
+    if name == "list" {
+        print!("{}", write::post::list());
+        std::process::exit(0);
+    }
+    let others = [
+        (args.url.is_some(), "--url"),
+        (args.idle_conns.is_some(), "--idle-conns"),
+        (args.attack.is_some(), "--attack"),
+        (args.slo.is_some(), "--slo"),
+        (!args.rate.is_empty(), "--rate"),
+        (args.fidelity, "--fidelity"),
+        (args.client != Client::Ab, "--client"),
+        (args.client_hosts.is_some(), "--client-hosts"),
+        (args.pipeline.is_some(), "--pipeline"),
+        (args.requests.is_some(), "-n"),
+        (args.workers.is_some(), "--workers"),
+        (args.variants.is_some(), "--variants"),
+    ];
+    if let Some((_, flag)) = others.iter().find(|(given, _)| *given) {
+        fail(format!(
+            "--post replays a post with its own client, workload and workers: not with {flag}"
+        ));
+    }
+    if name == "all" {
+        return POSTS.iter().collect();
+    }
+    name.split(',')
+        .map(|n| post::named(n.trim()).unwrap_or_else(|e| fail(e)))
+        .collect()
 }
 
 /// The links the matrix runs each cell over (`--link`): loopback unless asked; Tsung's

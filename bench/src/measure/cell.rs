@@ -169,6 +169,7 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         pipeline: plan.pipeline,
         rate,
         link,
+        post: None,
         runs: Vec::new(),
         failure: None,
         server_command: None,

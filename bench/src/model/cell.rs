@@ -140,6 +140,9 @@ pub struct Cell {
     /// What the client's packets crossed (`--link`).
     #[serde(default)]
     pub link: Link,
+    /// The post this cell replays (`--post`), if it is one of a replay's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post: Option<String>,
     pub runs: Vec<Run>,
     /// Why the cell has no figures (failed validation, did not start, died).
     pub failure: Option<String>,

@@ -9,6 +9,7 @@ pub mod cell;
 pub mod client;
 pub mod fidelity;
 pub mod idle;
+pub mod post;
 pub mod profile;
 pub mod slo;
 

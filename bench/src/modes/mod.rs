@@ -1,5 +1,6 @@
 //! Layer 3, the modes that drive a run, each on top of `measure`: the matrix, `--slo`'s
-//! capacity search, `--fidelity`'s signature cells, `--idle-conns` and `--attack`. A mode
+//! capacity search, `--fidelity`'s signature cells, `--post`'s replays, `--idle-conns` and
+//! `--attack`. A mode
 //! returns the model's cells or rows; it prints no table and writes no file (`main` hands
 //! them to the writers).
 
@@ -7,4 +8,5 @@ pub mod attack;
 pub mod fidelity;
 pub mod idle;
 pub mod matrix;
+pub mod post;
 pub mod slo;

@@ -191,6 +191,7 @@ mod tests {
             pipeline: None,
             rate: None,
             link: Default::default(),
+            post: None,
             runs: vec![Run::sample(rps, 5.0)],
             failure: None,
             server_command: None,

@@ -116,6 +116,7 @@ mod tests {
             pipeline: None,
             rate: None,
             link,
+            post: None,
             runs: vec![Run {
                 cpu_sets: Some(CpuSets {
                     server_busy_us: 20.0,

@@ -1,5 +1,5 @@
 //! Layer 4, the writers: everything a run's figures become — the markdown tables printed
-//! on stdout ([`table`], [`slo`], [`fidelity`], [`profile`], [`idle`], [`attack`], [`link`]), the
+//! on stdout ([`table`], [`slo`], [`fidelity`], [`profile`], [`idle`], [`attack`], [`link`], [`post`]), the
 //! results folder ([`files`]: JSON and CSV), the SVG charts ([`chart`]), the flame graphs
 //! ([`profile`]) and report.html ([`page`]). They read only the model, so that `bench
 //! --report DIR` redraws an old run from its results.json alone. A new section of the page
@@ -12,6 +12,7 @@ pub mod files;
 pub mod idle;
 pub mod link;
 pub mod page;
+pub mod post;
 pub mod profile;
 pub mod slo;
 pub mod table;

@@ -16,7 +16,7 @@ use askama::Template;
 
 use super::chart::{self, Colours};
 use super::table::{self, Entry, Figures};
-use super::{attack, fidelity, idle, link, profile, slo};
+use super::{attack, fidelity, idle, link, post, profile, slo};
 use crate::model::cell::{first_seen, Cell, Verdict};
 use crate::model::Results;
 
@@ -298,6 +298,14 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             attack::READING,
             attack::table(&results.attack),
         );
+    }
+    let posts = post::sections(cells);
+    if !posts.is_empty() {
+        sections.push(Section {
+            id: "posts",
+            title: "The posts, replayed",
+            html: html(&posts),
+        });
     }
     let over_both = link::table(cells);
     if !over_both.is_empty() {

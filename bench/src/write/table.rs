@@ -446,6 +446,7 @@ mod tests {
             pipeline: None,
             rate: None,
             link: Default::default(),
+            post: None,
             runs: run
                 .into_iter()
                 .map(|(rps, _, _)| Run::sample(rps, 4.0))

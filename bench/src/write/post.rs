@@ -1,0 +1,212 @@
+//! The posts replayed (`bench --post`): for each post, its set-up and ours, the published
+//! table beside the replay's — ranks and ratios, since absolute req/s from another machine
+//! mean nothing — the run it did not make (the other keep-alive mode, the server's CPU per
+//! request, who was the bottleneck), and a verdict with its deciding figure for every
+//! conclusion it printed.
+
+use std::fmt::Write as _;
+
+use crate::model::cell::Cell;
+use crate::model::post::{self, cell_of, judge, Post, POSTS};
+
+/// How to read a replay.
+pub const READING: &str = "Each post as it was run (its client command, workload and worker counts, on the model that stands for each server and on the real server where it is installed here), then the run it did not make: the other keep-alive mode, and the server's CPU per request, which ranks servers when the client is the bottleneck (`ab` is one thread: on this machine it saturates long before most servers). Ranks and ratios are compared, not req/s. A conclusion *holds* when the servers' cost per request agrees with it; it is *an artefact of the client* when the post's method reproduces it only because `ab` was saturated; it *depends on keep-alive* when the other mode reverses it.";
+
+/// The posts `cells` replay, in the order of [`POSTS`].
+pub fn replayed(cells: &[Cell]) -> Vec<&'static Post> {
+    POSTS
+        .iter()
+        .filter(|p| cells.iter().any(|c| c.post.as_deref() == Some(p.name)))
+        .collect()
+}
+
+/// `bench --post list`: one line a post.
+pub fn list() -> String {
+    let mut out = String::new();
+    for p in POSTS {
+        let _ = writeln!(out, "{:<14} {}", p.name, p.title);
+    }
+    out
+}
+
+/// Ranks (1 = fastest) of `values`, `None` kept out.
+fn ranks(values: &[Option<f64>]) -> Vec<Option<usize>> {
+    values
+        .iter()
+        .map(|v| v.map(|x| 1 + values.iter().flatten().filter(|&&y| y > x).count()))
+        .collect()
+}
+
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.digits$}"))
+}
+
+fn with_rank(v: Option<f64>, rank: Option<usize>) -> String {
+    match (v, rank) {
+        (Some(v), Some(r)) => format!("{v:.0} ({r})"),
+        _ => "–".into(),
+    }
+}
+
+/// Every replayed post's section, as markdown (nothing when the run replayed none).
+pub fn sections(cells: &[Cell]) -> String {
+    let posts = replayed(cells);
+    if posts.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n{READING}\n");
+    for post in posts {
+        out.push_str(&section(post, cells));
+    }
+    out
+}
+
+fn section(post: &Post, cells: &[Cell]) -> String {
+    let mut out = String::new();
+    let first = cells.iter().find(|c| c.post.as_deref() == Some(post.name));
+    let requests = first
+        .and_then(|c| c.runs.first())
+        .map(|r| r.outcome.requests)
+        .unwrap_or(post.ab.requests);
+    let _ = writeln!(out, "\n### {}\n", post.title);
+    let _ = writeln!(
+        out,
+        "- **The post**: {}; `ab -n {} -c {}{}`.",
+        post.machine,
+        post.ab.requests,
+        post.ab.concurrency,
+        match post.keep_alive {
+            [true] => " -k",
+            [false] => "",
+            _ => " [-k]",
+        }
+    );
+    let _ = writeln!(
+        out,
+        "- **Here**: `ab -n {requests} -c {}`, the server on CPUs {}, ab on CPUs {}; {}; {}.",
+        post.ab.concurrency,
+        first.map_or(String::new(), |c| cpus(&c.server_cpus)),
+        first.map_or(String::new(), |c| cpus(&c.client_cpus)),
+        post.workload_note,
+        post.workers_note
+    );
+    if !post.not_rerun.is_empty() {
+        let _ = writeln!(out, "- **Not re-run**: {}", post.not_rerun);
+    }
+    for keep_alive in [false, true] {
+        let any = post
+            .rows
+            .iter()
+            .any(|r| cell_of(cells, post.name, r, keep_alive, false).is_some());
+        if !any {
+            continue;
+        }
+        let ran = post.keep_alive.contains(&keep_alive);
+        let _ = writeln!(
+            out,
+            "\n{} — {}:\n",
+            if keep_alive {
+                "keep-alive (`-k`)"
+            } else {
+                "no keep-alive"
+            },
+            if ran {
+                "as the post ran it"
+            } else {
+                "the run the post did not make"
+            }
+        );
+        out.push_str("| server (as the post named it) | workers | model here | published req/s (rank) | replay req/s (rank) | server CPU µs/req | verdict | the real server here: req/s · µs/req |\n");
+        out.push_str("|---|--:|---|--:|--:|--:|---|--:|\n");
+        let published: Vec<Option<f64>> =
+            post.rows.iter().map(|r| r.published(keep_alive)).collect();
+        let replay: Vec<Option<&Cell>> = post
+            .rows
+            .iter()
+            .map(|r| cell_of(cells, post.name, r, keep_alive, false))
+            .collect();
+        let rps: Vec<Option<f64>> = replay
+            .iter()
+            .map(|c| c.and_then(|c| c.median()).map(|r| r.outcome.rps))
+            .collect();
+        let (pr, rr) = (ranks(&published), ranks(&rps));
+        for (i, row) in post.rows.iter().enumerate() {
+            let run = replay[i].and_then(|c| c.median());
+            let model = match row.model {
+                Some(m) if row.stack == "raw" => format!("`{m}`"),
+                Some(m) => format!("`{m}` --stack {}", row.stack),
+                None => format!("none: {}", row.why),
+            };
+            let peer = cell_of(cells, post.name, row, keep_alive, true)
+                .and_then(|c| c.median())
+                .map_or("–".to_string(), |r| {
+                    format!(
+                        "{} {:.0} · {}",
+                        row.peer.unwrap_or(""),
+                        r.outcome.rps,
+                        fmt(r.server_cpu_us_per_req, 1)
+                    )
+                });
+            let failure = replay[i]
+                .filter(|c| c.median().is_none())
+                .and_then(|c| c.failure.clone());
+            let _ = writeln!(
+                out,
+                "| {} | {} | {model} | {} | {} | {} | {} | {peer} |",
+                row.server,
+                row.workers,
+                with_rank(published[i], pr[i]),
+                failure.unwrap_or_else(|| with_rank(rps[i], rr[i])),
+                fmt(run.and_then(|r| r.server_cpu_us_per_req), 1),
+                run.map_or("–", |r| r.verdict.label()),
+            );
+        }
+    }
+    out.push_str("\nThe conclusions it printed:\n\n");
+    for c in post.conclusions {
+        let j = judge(post, &c.claim, cells);
+        let _ = writeln!(
+            out,
+            "- *{}* — **{}**: {}.",
+            c.text,
+            j.finding.label(),
+            j.because
+        );
+    }
+    out
+}
+
+fn cpus(list: &[usize]) -> String {
+    list.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Every verdict of the replayed posts: (post, conclusion, verdict), for the tests and the
+/// results' summary.
+pub fn verdicts(cells: &[Cell]) -> Vec<(&'static str, &'static str, post::Judged)> {
+    replayed(cells)
+        .into_iter()
+        .flat_map(|p| {
+            p.conclusions
+                .iter()
+                .map(move |c| (p.name, c.text, judge(p, &c.claim, cells)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_count_the_faster_ones() {
+        assert_eq!(
+            ranks(&[Some(3.0), None, Some(5.0), Some(1.0)]),
+            [Some(2), None, Some(1), Some(3)]
+        );
+        assert!(list().lines().count() == 5 && list().contains("cpu-bound"));
+        assert_eq!(sections(&[]), "");
+    }
+}

@@ -1,0 +1,109 @@
+//! `bench --post`: the published comparisons replayed end to end — the list, and a quick
+//! replay of a hello-world post (both keep-alive modes, as it ran them) and of the
+//! CPU-bound `/sum` post, each with its published figures beside the replay's ranks and a
+//! verdict for every conclusion it printed.
+
+use bench::model::post::{Finding, POSTS};
+
+mod support;
+
+#[test]
+fn the_list_names_the_five_posts() {
+    let out = support::bench_output(&["--post", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(stdout.lines().count(), 5, "{stdout}");
+    for post in POSTS {
+        assert!(stdout.contains(post.name), "{stdout}");
+    }
+    let bad = support::bench_output(&["--post", "one-process", "--client", "wrk"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not with --client"));
+}
+
+#[test]
+fn a_hello_world_post_and_the_sum_post_are_replayed_with_a_verdict_each() {
+    let out_dir = std::env::temp_dir().join(format!("archzoo-posts-test-{}", std::process::id()));
+    let out = support::bench_output(&[
+        "--post",
+        "one-process,cpu-bound",
+        "--quick",
+        "--out",
+        &out_dir.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let run_dir = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let results = bench::model::Results::load(&run_dir).unwrap();
+    let page = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    let _ = std::fs::remove_dir_all(&out_dir);
+    assert_eq!(
+        results.meta["posts"],
+        serde_json::json!(["one-process", "cpu-bound"])
+    );
+    assert!(results.cells.iter().all(|c| c.post.is_some()));
+    // Both of post C's modes as it ran them; post E's other mode as the run it did not make.
+    assert!(
+        stdout.contains("keep-alive (`-k`) — as the post ran it"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("keep-alive (`-k`) — the run the post did not make"),
+        "{stdout}"
+    );
+    // The published figures with their ranks, beside the replay's.
+    for published in [
+        "| 30120 (1) |",
+        "| 125986 (1) |",
+        "| 19995 (5) |",
+        "| 9453 (1) |",
+        "| 3822 (5) |",
+    ] {
+        assert!(stdout.contains(published), "{published}: {stdout}");
+    }
+    // Every model row measured: a replay figure with its rank, and a server CPU figure.
+    for post in ["one-process", "cpu-bound"] {
+        let replayed: Vec<_> = results
+            .cells
+            .iter()
+            .filter(|c| c.post.as_deref() == Some(post))
+            .collect();
+        assert!(!replayed.is_empty());
+        for cell in replayed
+            .iter()
+            .filter(|c| !c.failure.as_deref().unwrap_or("").starts_with("n/a"))
+        {
+            assert!(cell.failure.is_none(), "{post}: {cell:?}");
+            let run = cell.median().unwrap();
+            assert!(run.command.starts_with("ab -n "), "{}", run.command);
+            assert!(run.server_cpu_us_per_req.is_some());
+        }
+    }
+    // Every conclusion the two posts printed has a verdict, and none is left unreplayed.
+    let verdicts = bench::write::post::verdicts(&results.cells);
+    let printed: usize = POSTS
+        .iter()
+        .filter(|p| ["one-process", "cpu-bound"].contains(&p.name))
+        .map(|p| p.conclusions.len())
+        .sum();
+    assert_eq!(verdicts.len(), printed);
+    for (post, text, judged) in &verdicts {
+        assert_ne!(
+            judged.finding,
+            Finding::NotReplayed,
+            "{post}: {text}: {judged:?}"
+        );
+        let line = format!("- *{text}* — **{}**: ", judged.finding.label());
+        assert!(stdout.contains(&line), "{line}: {stdout}");
+    }
+    assert!(
+        page.contains("id=\"posts\""),
+        "no posts section in the page"
+    );
+}
