@@ -376,6 +376,7 @@ fn main() {
         hosts
     });
     let plan = Plan {
+        cap: None,
         wire: wire_hosts.as_ref().map(|h| Wire {
             server: h.server.clone(),
             client: h.clients[0].clone(),
@@ -424,7 +425,13 @@ fn main() {
     if !posts.is_empty() {
         let mut cells = Vec::new();
         for post in &posts {
-            eprintln!("bench: replaying {}", post.title);
+            eprintln!(
+                "bench: replaying {} (ab -n {} -c {}, {} repetitions a cell)",
+                post.title,
+                modes::post::requests(post, args.quick),
+                post.ab.concurrency,
+                modes::post::repetitions(post, plan.reps, args.quick)
+            );
             cells.extend(modes::post::run(&plan, post, args.quick, links[0]));
         }
         println!("{}", write::table::markdown(&cells));

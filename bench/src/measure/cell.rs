@@ -13,6 +13,7 @@ use variants::launch::{self, Server};
 use variants::peers::{Peer, Workers};
 use variants::{Variant, Workload};
 
+use super::cap::CpuCap;
 use super::client::tsung::{Fleet, Reach};
 use super::client::{self, Amount, Load};
 use super::hosts::{self, CpuWatch, Host, Wire};
@@ -53,6 +54,8 @@ pub struct Plan {
     pub server_host: Option<Host>,
     /// `--link veth` for a one-process client: the test hosts its cells run across.
     pub wire: Option<Wire>,
+    /// A share of one CPU for the server (and the database): a post's capped VM.
+    pub cap: Option<std::sync::Arc<CpuCap>>,
 }
 
 impl Plan {
@@ -180,6 +183,12 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         profile: None,
         notes: Vec::new(),
     };
+    if let Some(cap) = &plan.cap {
+        cell.notes.push(format!(
+            "capped at {} % of one CPU (a cgroup's CPU quota), the server and its database together; its CPU % is of that share",
+            cap.pct
+        ));
+    }
     if let Target::Model(v) = target {
         if v.one_conn_per_worker && keep_alive && (workers as u32) < connections {
             let turns = if v.holds_keep_alive {
@@ -268,6 +277,9 @@ impl<'a> Started<'a> {
             }
             Target::Url(_) => None,
         };
+        if let (Some(cap), Some(s)) = (&plan.cap, &server) {
+            cap.add(s.pid())?;
+        }
         let base = match (&server, target) {
             (Some(s), _) => format!("http://{}", s.addr),
             (None, Target::Url(url)) => url.trim_end_matches('/').to_string(),
@@ -569,8 +581,12 @@ fn measure(
         Some(_) if outcome.rps > 0.0 => outcome.requests as f64 / outcome.rps,
         _ => wall,
     };
-    let server_cpu_pct =
-        spent.map(|s| 100.0 * s.cpu_secs / busy / plan.server_cpus.len().max(1) as f64);
+    // Under a cap, of what the cap allows, which the database in it shares: a server and
+    // its database held to 40 % of a CPU are saturated at 40 % between them.
+    let server_cpu_pct = spent.map(|s| match &plan.cap {
+        Some(cap) => 100.0 * (s.cpu_secs + db_spent.unwrap_or(0.0)) / busy / cap.share(),
+        None => 100.0 * s.cpu_secs / busy / plan.server_cpus.len().max(1) as f64,
+    });
     let mut client_cpu_pct = 100.0 * client_cpu / busy;
     if let Some(fleet) = load.fleet {
         // Each host by the name the run gives it, with its node's CPU. The client's figure

@@ -178,6 +178,18 @@ impl Cell {
         runs.get(runs.len() / 2).copied()
     }
 
+    /// Server CPU µs per request over every measured repetition together. /proc counts
+    /// CPU time in 10 ms ticks per process, so one short repetition (`ab -n 1000` at
+    /// 160 µs a request is 16 ticks) reads coarse; pooled, the rounding averages out.
+    pub fn pooled_cpu_us(&self) -> Option<f64> {
+        let (mut cpu, mut requests) = (0.0, 0u64);
+        for run in &self.runs {
+            cpu += run.server_cpu_us_per_req? * run.outcome.requests as f64;
+            requests += run.outcome.requests;
+        }
+        (requests > 0).then(|| cpu / requests as f64)
+    }
+
     pub fn rps_range(&self) -> (f64, f64) {
         min_max(self.runs.iter().map(|r| r.outcome.rps)).unwrap_or((f64::INFINITY, 0.0))
     }

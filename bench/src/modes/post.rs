@@ -5,9 +5,12 @@
 //! server's CPU per request and the client-bound verdict every cell has. The table and the
 //! verdicts are `write::post`.
 
+use std::sync::Arc;
+
 use variants::peers::{self, Peer};
 use variants::{Variant, WORKLOADS};
 
+use crate::measure::cap::CpuCap;
 use crate::measure::cell::{CellSpec, Plan, Target};
 use crate::measure::client::Amount;
 use crate::model::cell::{Cell, Link};
@@ -24,6 +27,16 @@ pub fn requests(post: &Post, quick: bool) -> u64 {
     } else {
         n
     }
+}
+
+/// Repetitions of a cell: the run's, and enough of a short command (`ab -n 1000`) for
+/// 20,000 requests in all — /proc's CPU time is whole 10 ms ticks, and the verdicts rank by
+/// CPU per request over every repetition.
+pub fn repetitions(post: &Post, reps: u32, quick: bool) -> u32 {
+    if quick {
+        return 1;
+    }
+    reps.max(20_000u64.div_ceil(post.ab.requests) as u32)
 }
 
 /// The post's cells: each row's model (and installed peer) at the row's stack and workers,
@@ -80,16 +93,38 @@ pub fn jobs(post: &Post, link: Link) -> Vec<(Target, CellSpec<'static>)> {
 
 /// Replays `post`: its cells run as the matrix runs them, with ab and the post's `-n`,
 /// each cell marked with the post's name.
+///
+/// A post whose machine held its server to a share of a CPU gets that cap (the server
+/// and the database together, as in its VM) where this machine allows a cgroup; where it
+/// does not, every cell says so.
 pub fn run(plan: &Plan, post: &Post, quick: bool, link: Link) -> Vec<Cell> {
+    let mut uncapped = None;
+    let cap = post.cpu_cap_pct.and_then(|pct| {
+        let made = CpuCap::create(pct).and_then(|cap| {
+            if let Some(db) = plan.db_pid {
+                cap.add(db)?;
+            }
+            Ok(cap)
+        });
+        made.map_err(|why| {
+            uncapped = Some(format!(
+                "not capped at {pct} % of a CPU as the post's machine was: {why}"
+            ))
+        })
+        .ok()
+    });
     let plan = Plan {
         client: Client::Ab,
         pipeline: None,
         amount: Amount::Requests(requests(post, quick)),
+        reps: repetitions(post, plan.reps, quick),
+        cap: cap.map(Arc::new),
         ..plan.clone()
     };
     let mut cells = matrix::run(&plan, jobs(post, link));
     for cell in &mut cells {
         cell.post = Some(post.name.to_string());
+        cell.notes.extend(uncapped.clone());
     }
     cells
 }
@@ -131,6 +166,9 @@ mod tests {
         assert_eq!(requests(named("swoole-vs-go").unwrap(), false), 100_000);
         assert_eq!(requests(named("swoole-vs-go").unwrap(), true), 5_000);
         assert_eq!(requests(named("fpm-openresty").unwrap(), true), 200);
+        assert_eq!(repetitions(named("fpm-openresty").unwrap(), 3, false), 20);
+        assert_eq!(repetitions(named("swoole-vs-go").unwrap(), 3, false), 3);
+        assert_eq!(repetitions(named("cpu-bound").unwrap(), 3, true), 1);
     }
 
     fn jobs_of(name: &str) -> Vec<(Target, CellSpec<'static>)> {

@@ -90,6 +90,23 @@ fn section(post: &Post, cells: &[Cell]) -> String {
         post.workload_note,
         post.workers_note
     );
+    if let Some(pct) = post.cpu_cap_pct {
+        let not = cells
+            .iter()
+            .filter(|c| c.post.as_deref() == Some(post.name))
+            .flat_map(|c| &c.notes)
+            .find(|n| n.starts_with("not capped"));
+        let _ = match not {
+            Some(why) => writeln!(
+                out,
+                "- **Its machine's cap**: {why} — every figure here had a whole CPU, and the verdicts say so."
+            ),
+            None => writeln!(
+                out,
+                "- **Its machine's cap**: reproduced — the server and the database in one cgroup held to {pct} % of one CPU (its verdict `server-bound` is of that share)."
+            ),
+        };
+    }
     if !post.not_rerun.is_empty() {
         let _ = writeln!(out, "- **Not re-run**: {}", post.not_rerun);
     }
@@ -116,7 +133,7 @@ fn section(post: &Post, cells: &[Cell]) -> String {
                 "the run the post did not make"
             }
         );
-        out.push_str("| server (as the post named it) | workers | model here | published req/s (rank) | replay req/s (rank) | server CPU µs/req | verdict | the real server here: req/s · µs/req |\n");
+        out.push_str("| server (as the post named it) | workers | model here | published req/s (rank) | replay req/s (rank) | server CPU µs/req (every repetition) | verdict | the real server here: req/s · µs/req |\n");
         out.push_str("|---|--:|---|--:|--:|--:|---|--:|\n");
         let published: Vec<Option<f64>> =
             post.rows.iter().map(|r| r.published(keep_alive)).collect();
@@ -137,14 +154,16 @@ fn section(post: &Post, cells: &[Cell]) -> String {
                 Some(m) => format!("`{m}` --stack {}", row.stack),
                 None => format!("none: {}", row.why),
             };
-            let peer = cell_of(cells, post.name, row, keep_alive, true)
+            let peer_cell = cell_of(cells, post.name, row, keep_alive, true);
+            let c_peer_cpu = peer_cell.and_then(Cell::pooled_cpu_us);
+            let peer = peer_cell
                 .and_then(|c| c.median())
                 .map_or("–".to_string(), |r| {
                     format!(
                         "{} {:.0} · {}",
                         row.peer.unwrap_or(""),
                         r.outcome.rps,
-                        fmt(r.server_cpu_us_per_req, 1)
+                        fmt(c_peer_cpu, 1)
                     )
                 });
             let failure = replay[i]
@@ -157,17 +176,26 @@ fn section(post: &Post, cells: &[Cell]) -> String {
                 row.workers,
                 with_rank(published[i], pr[i]),
                 failure.unwrap_or_else(|| with_rank(rps[i], rr[i])),
-                fmt(run.and_then(|r| r.server_cpu_us_per_req), 1),
+                fmt(replay[i].and_then(Cell::pooled_cpu_us), 1),
                 run.map_or("–", |r| r.verdict.label()),
             );
         }
     }
     out.push_str("\nThe conclusions it printed:\n\n");
+    let uncapped = post.cpu_cap_pct.filter(|_| {
+        cells
+            .iter()
+            .filter(|c| c.post.as_deref() == Some(post.name))
+            .any(|c| c.notes.iter().any(|n| n.starts_with("not capped")))
+    });
     for c in post.conclusions {
         let j = judge(post, &c.claim, cells);
+        let machine = uncapped.map_or(String::new(), |pct| {
+            format!(" — on a whole CPU here, not the {pct} % of one the post's machine gave")
+        });
         let _ = writeln!(
             out,
-            "- *{}* — **{}**: {}.",
+            "- *{}* — **{}**: {}{machine}.",
             c.text,
             j.finding.label(),
             j.because
