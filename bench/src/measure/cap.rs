@@ -30,26 +30,17 @@ impl CpuCap {
         let v2_cpu = std::fs::read_to_string(v2.join("cgroup.controllers"))
             .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpu"));
         let v1 = Path::new("/sys/fs/cgroup/cpu");
-        let (root, quota): (&Path, Box<dyn Fn(&Path) -> std::io::Result<()>>) = if v2_cpu {
-            (
-                v2,
-                Box::new(move |dir: &Path| {
-                    std::fs::write(
-                        dir.join("cpu.max"),
-                        format!("{} {PERIOD_US}", PERIOD_US * u64::from(pct) / 100),
-                    )
-                }),
-            )
+        let quota_us = PERIOD_US * u64::from(pct) / 100;
+        // The quota's files: cgroup v2's one, or v1's two.
+        let (root, files): (&Path, Vec<(&str, String)>) = if v2_cpu {
+            (v2, vec![("cpu.max", format!("{quota_us} {PERIOD_US}"))])
         } else if v1.join("cpu.cfs_quota_us").exists() {
             (
                 v1,
-                Box::new(move |dir: &Path| {
-                    std::fs::write(dir.join("cpu.cfs_period_us"), PERIOD_US.to_string())?;
-                    std::fs::write(
-                        dir.join("cpu.cfs_quota_us"),
-                        (PERIOD_US * u64::from(pct) / 100).to_string(),
-                    )
-                }),
+                vec![
+                    ("cpu.cfs_period_us", PERIOD_US.to_string()),
+                    ("cpu.cfs_quota_us", quota_us.to_string()),
+                ],
             )
         } else {
             return Err("no cgroup CPU controller here (neither cgroup v2's cpu nor v1's)".into());
@@ -62,7 +53,10 @@ impl CpuCap {
             root: root.to_path_buf(),
             pct,
         };
-        quota(&cap.dir).map_err(|e| format!("cannot set the CPU quota: {e}"))?;
+        for (file, value) in files {
+            std::fs::write(cap.dir.join(file), value)
+                .map_err(|e| format!("cannot set the CPU quota ({file}): {e}"))?;
+        }
         Ok(cap)
     }
 

@@ -910,8 +910,26 @@ mod tests {
         let claim = post.conclusions[0].claim;
         use Verdict::*;
         let served = vec![
-            cell("swoole-vs-go", "coroutine-reuseport", "framework", 12, true, 79_000.0, 12.5, ServerBound),
-            cell("swoole-vs-go", "coroutine-reuseport", "framework", 5, true, 74_000.0, 12.8, Neither),
+            cell(
+                "swoole-vs-go",
+                "coroutine-reuseport",
+                "framework",
+                12,
+                true,
+                79_000.0,
+                12.5,
+                ServerBound,
+            ),
+            cell(
+                "swoole-vs-go",
+                "coroutine-reuseport",
+                "framework",
+                5,
+                true,
+                74_000.0,
+                12.8,
+                Neither,
+            ),
         ];
         let j = judge(post, &claim, &served);
         assert_eq!(j.finding, Finding::DependsOnMachine, "{j:?}");
