@@ -35,11 +35,12 @@ struct Args {
     #[arg(long)]
     peers: Option<String>,
     /// Any other server as a peer: NAME=COMMAND, with {port} (and optionally {workers},
-    /// {db}, {pg}: the pg workloads' database URL) in the command; repeatable. E.g. 'swoole=php server.php {port} {workers}'.
+    /// {db}, {pg}: the pg workloads' database URL) in the command; repeatable. NAME@MODEL=…
+    /// stands it beside a model in --fidelity. E.g. 'swoole@coroutine-reuseport=php server.php {port} {workers}'.
     #[arg(long = "peer", value_name = "NAME=COMMAND")]
     peer: Vec<String>,
-    /// Each model beside the real systems it stands for (the --peers given, else every
-    /// built-in peer installed here): /sleep and keep-alive-vs-close signatures, and the
+    /// Each model beside the real systems it stands for (the --peers and --peer NAME@MODEL
+    /// given, else every built-in peer installed here): /sleep and keep-alive-vs-close signatures, and the
     /// CPU cost of the original over the model; prints the fidelity table after the matrix.
     #[arg(long)]
     fidelity: bool,
@@ -208,7 +209,7 @@ fn main() {
             peers.push(Peer::builtin(name).unwrap_or_else(|e| fail(e)));
         }
     }
-    if args.fidelity && args.peers.is_none() {
+    if args.fidelity && args.peers.is_none() && args.peer.is_empty() {
         // Every built-in peer that can start here; the others are named, not hidden.
         for b in peers::BUILTIN {
             match peers::missing(b.name) {
@@ -241,9 +242,10 @@ fn main() {
             .iter()
             .copied()
             .filter(|v| {
-                peers
-                    .iter()
-                    .any(|p| peers::beside(v.name).contains(&p.name.as_str()))
+                peers.iter().any(|p| {
+                    peers::beside(v.name).contains(&p.name.as_str())
+                        || p.beside.as_deref() == Some(v.name)
+                })
             })
             .collect(),
         (None, None) => VARIANTS
@@ -587,7 +589,10 @@ fn main() {
             "{}",
             write::fidelity::table(
                 &cells,
-                &fidelity::pairs(&peers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()),
+                &fidelity::pairs(
+                    &peers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+                    &beside(&peers)
+                ),
                 plan.workers,
                 plan.server_cpus.len(),
                 args.concurrency[0]
@@ -852,6 +857,10 @@ fn meta(args: &Args, plan: &Plan, peers: &[Peer]) -> serde_json::Value {
         "started_at": chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
         "commit": commit(),
         "fidelity": args.fidelity,
+        "beside": beside(peers)
+            .into_iter()
+            .map(|(p, m)| (p, serde_json::Value::from(m)))
+            .collect::<serde_json::Map<_, _>>(),
         "concurrency": args.concurrency,
         "server_cpus": plan.server_cpus,
         "client_cpus": plan.client_cpus,
@@ -868,6 +877,14 @@ fn meta(args: &Args, plan: &Plan, peers: &[Peer]) -> serde_json::Value {
                 .collect::<serde_json::Map<_, _>>(),
         },
     })
+}
+
+/// The `--peer NAME@MODEL` pairs: each peer that said which model it stands beside.
+fn beside(peers: &[Peer]) -> Vec<(String, String)> {
+    peers
+        .iter()
+        .filter_map(|p| Some((p.name.clone(), p.beside.clone()?)))
+        .collect()
 }
 
 /// A peer's version line: `peers/run --version NAME` for a built-in one; the command

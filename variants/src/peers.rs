@@ -177,6 +177,9 @@ pub struct Peer {
     pub builtin: bool,
     /// Which of its processes are its workers ([`Workers::Leaves`] for a `--peer`).
     pub workers_are: Workers,
+    /// The model a `--peer NAME@MODEL=…` stands beside (a built-in peer's are in
+    /// [`BUILTIN`]): it joins the fidelity table as that model's original.
+    pub beside: Option<String>,
 }
 
 impl Peer {
@@ -197,16 +200,36 @@ impl Peer {
                 .collect(),
             builtin: true,
             workers_are: b.workers_are,
+            beside: None,
         })
     }
 
-    /// `NAME=COMMAND` from `--peer`: any server, started with `sh -c COMMAND` once the
-    /// placeholders are filled in. The command must name `{port}`: the harness chooses it.
+    /// `NAME=COMMAND` or `NAME@MODEL=COMMAND` from `--peer`: any server, started with
+    /// `sh -c COMMAND` once the placeholders are filled in, standing beside the model
+    /// `MODEL` (a variant's name) when given. The command must name `{port}`: the harness
+    /// chooses it.
     pub fn parse(arg: &str) -> Result<Peer, String> {
-        let (name, command) = arg
-            .split_once('=')
-            .ok_or_else(|| format!("--peer takes NAME=COMMAND, not '{arg}'"))?;
+        let (name, command) = arg.split_once('=').ok_or_else(|| {
+            format!("--peer takes NAME=COMMAND or NAME@MODEL=COMMAND, not '{arg}'")
+        })?;
         let (name, command) = (name.trim(), command.trim());
+        let (name, beside) = match name.split_once('@') {
+            Some((name, model)) => {
+                let model = model.trim();
+                if !crate::VARIANTS.iter().any(|v| v.name == model) {
+                    return Err(format!(
+                        "--peer {name}@{model}: '{model}' is no model (one of: {})",
+                        crate::VARIANTS
+                            .iter()
+                            .map(|v| v.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                (name.trim(), Some(model.to_string()))
+            }
+            None => (name, None),
+        };
         if name.is_empty()
             || !name
                 .chars()
@@ -224,10 +247,14 @@ impl Peer {
         Ok(Peer {
             name: name.to_string(),
             command: command.to_string(),
-            what: "--peer".to_string(),
+            what: match &beside {
+                Some(model) => format!("--peer, beside {model}"),
+                None => "--peer".to_string(),
+            },
             unsupported: Vec::new(),
             builtin: false,
             workers_are: Workers::Leaves,
+            beside,
         })
     }
 
@@ -262,6 +289,22 @@ pub fn beside(variant: &str) -> Vec<&'static str> {
 mod tests {
     use super::*;
     use crate::VARIANTS;
+
+    #[test]
+    fn a_peer_may_say_which_model_it_stands_beside() {
+        let p =
+            Peer::parse("swoole-process@reactor-workers=php server.php {port} {workers}").unwrap();
+        assert_eq!(p.name, "swoole-process");
+        assert_eq!(p.beside.as_deref(), Some("reactor-workers"));
+        assert_eq!(p.command, "php server.php {port} {workers}");
+        assert!(Peer::parse("x=cmd {port}").unwrap().beside.is_none());
+        let e = Peer::parse("x@no-such-model=cmd {port}").unwrap_err();
+        assert!(
+            e.contains("'no-such-model' is no model") && e.contains("prefork-eventloop"),
+            "{e}"
+        );
+        assert!(Peer::parse("@prefork-eventloop=cmd {port}").is_err());
+    }
 
     #[test]
     fn peer_arguments_are_parsed_and_filled_in() {

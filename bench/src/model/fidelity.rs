@@ -76,13 +76,21 @@ pub fn cells(workers: usize, server_cpus: usize) -> Vec<Signature> {
 pub const TOLERANCE: f64 = 0.25;
 
 /// The (model, peer) pairs to compare: every built-in peer among `peers` (names) with
-/// each model it stands beside.
-pub fn pairs<S: AsRef<str>>(peers: &[S]) -> Vec<(&'static str, String)> {
+/// each model it stands beside, and each `--peer NAME@MODEL` (`beside`: peer → model)
+/// with its model.
+pub fn pairs<S: AsRef<str>>(
+    peers: &[S],
+    beside: &[(String, String)],
+) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     for v in VARIANTS {
         for p in peers {
-            if peers::beside(v.name).contains(&p.as_ref()) {
-                out.push((v.name, p.as_ref().to_string()));
+            let p = p.as_ref();
+            let given = beside
+                .iter()
+                .any(|(peer, model)| peer == p && model == v.name);
+            if given || peers::beside(v.name).contains(&p) {
+                out.push((v.name, p.to_string()));
             }
         }
     }
@@ -162,9 +170,11 @@ mod tests {
     #[test]
     fn every_builtin_peer_has_a_model_to_stand_beside() {
         let all: Vec<&str> = peers::BUILTIN.iter().map(|b| b.name).collect();
-        let pairs = pairs(&all);
+        let pairs = pairs(&all, &[]);
         for p in &all {
             assert!(pairs.iter().any(|(_, peer)| peer == p), "{p}");
         }
+        let mine = super::pairs(&["swoole"], &[("swoole".into(), "reactor-workers".into())]);
+        assert_eq!(mine, [("reactor-workers", "swoole".to_string())]);
     }
 }

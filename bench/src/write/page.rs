@@ -354,6 +354,15 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             .as_object()
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default();
+        // The `--peer NAME@MODEL` pairs, as the run recorded them.
+        let beside: Vec<(String, String)> = meta["beside"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(p, v)| Some((p.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
         let workers = meta["workers"].as_u64().unwrap_or(1) as usize;
         let server_cpus = meta["server_cpus"].as_array().map_or(1, Vec::len);
         let connections = meta["concurrency"][0].as_u64().unwrap_or(64) as u32;
@@ -362,7 +371,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             title: "The models beside the real systems",
             html: html(&fidelity::table(
                 cells,
-                &crate::model::fidelity::pairs(&peers),
+                &crate::model::fidelity::pairs(&peers, &beside),
                 workers,
                 server_cpus,
                 connections,
