@@ -112,8 +112,8 @@ fn db_cpus_with_a_database_of_ones_own_is_refused() {
 fn a_peer_given_on_the_command_line_is_measured() {
     let scratch = Out::new("peer");
     let dir = &scratch.0;
-    let script = tiny_server(dir);
-    let peer = format!("tiny=python3 {} {{port}}", script.display());
+    let script = support::tiny_server(dir);
+    let peer = format!("tiny=python3 {} 127.0.0.1 {{port}}", script.display());
     let out = dir.join("results");
     let stdout = bench(&[
         "--quick",
@@ -145,37 +145,14 @@ fn a_peer_given_on_the_command_line_is_measured() {
     );
 }
 
-/// A tiny HTTP server for the peer tests (Python's standard library), written into `dir`.
-fn tiny_server(dir: &std::path::Path) -> std::path::PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let script = dir.join("tiny.py");
-    std::fs::write(
-        &script,
-        r#"import http.server, sys
-class Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"hello, world!"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Hello).serve_forever()
-"#,
-    )
-    .unwrap();
-    script
-}
-
 /// `--peer NAME@MODEL=…` joins the fidelity table beside the model it names: a row for the
 /// pair, in the table printed and in report.html's (from results.json).
 #[test]
 fn a_peer_that_names_its_model_joins_the_fidelity_table() {
     let out = Out::new("fidelity-peer");
-    let script = tiny_server(&out.0);
+    let script = support::tiny_server(&out.0);
     let peer = format!(
-        "tiny@prefork-eventloop=python3 {} {{port}}",
+        "tiny@prefork-eventloop=python3 {} 127.0.0.1 {{port}}",
         script.display()
     );
     let stdout = bench(&[

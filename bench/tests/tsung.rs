@@ -305,25 +305,7 @@ fn tsung_without_its_hosts_is_one_clear_error() {
 fn idle_connections_held_across_three_hosts_are_all_answered() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out_dir = std::env::temp_dir().join(format!("archzoo-tsung-idle-{}", std::process::id()));
-    std::fs::create_dir_all(&out_dir).unwrap();
-    let script = out_dir.join("tiny.py");
-    std::fs::write(
-        &script,
-        r#"import http.server, sys
-class Hello(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_GET(self):
-        body = b"hello, world!"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Hello).serve_forever()
-"#,
-    )
-    .unwrap();
+    let script = support::tiny_server(&out_dir);
     let peer = format!("tiny=python3 {} {{host}} {{port}}", script.display());
     let results = out_dir.join("results");
     let out = bench(&[

@@ -320,6 +320,40 @@ fn busiest_over_mean(values: &[f64]) -> Option<f64> {
 }
 
 #[cfg(test)]
+impl Cell {
+    /// A cell of `variant` with `runs`, the rest as a one-worker, one-CPU plaintext
+    /// keep-alive cell at c=64 with wrk: the tests of the tables and verdicts change the
+    /// fields they are about (`Cell { keep_alive: false, ..Cell::sample(…) }`).
+    pub(crate) fn sample(variant: &str, runs: Vec<Run>) -> Cell {
+        Cell {
+            variant: variant.into(),
+            model: "m".into(),
+            stack: "raw".into(),
+            workers: 1,
+            server_cpus: vec![0],
+            client_cpus: vec![1],
+            workload: "plaintext".into(),
+            keep_alive: true,
+            connections: 64,
+            client: Client::Wrk,
+            pipeline: None,
+            rate: None,
+            link: Link::Loopback,
+            post: None,
+            runs,
+            failure: None,
+            server_command: None,
+            peak_rss_kib: None,
+            worker_requests: Vec::new(),
+            worker_cpu_secs: Vec::new(),
+            counted: None,
+            profile: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 impl Run {
     /// A client-bound repetition of 1,000 requests at `rps`, `cpu_us` each, for the tests
     /// of the tables built from runs.

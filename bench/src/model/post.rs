@@ -645,7 +645,7 @@ pub fn named(name: &str) -> Result<&'static Post, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::cell::{Link, Run};
+    use crate::model::cell::Run;
     use crate::model::client::Client;
 
     // A cell is what the verdicts read: every field the rule looks at, named at the call.
@@ -660,33 +660,18 @@ mod tests {
         cpu: f64,
         v: Verdict,
     ) -> Cell {
+        let run = Run {
+            verdict: v,
+            ..Run::sample(rps, cpu)
+        };
         Cell {
-            variant: variant.into(),
-            model: String::new(),
             stack: stack.into(),
             workers,
-            server_cpus: vec![0],
-            client_cpus: vec![1],
-            workload: "plaintext".into(),
             keep_alive: ka,
             connections: 200,
             client: Client::Ab,
-            pipeline: None,
-            rate: None,
-            link: Link::Loopback,
             post: Some(post.into()),
-            runs: vec![Run {
-                verdict: v,
-                ..Run::sample(rps, cpu)
-            }],
-            failure: None,
-            server_command: None,
-            peak_rss_kib: None,
-            worker_requests: Vec::new(),
-            worker_cpu_secs: Vec::new(),
-            counted: None,
-            profile: None,
-            notes: Vec::new(),
+            ..Cell::sample(variant, vec![run])
         }
     }
 

@@ -178,29 +178,15 @@ mod tests {
     /// A measured cell of signature `s`: `rps`, 5 µs a request, its workers' CPU.
     fn measured(name: &str, s: Signature, rps: f64, worker_cpu_secs: &[f64]) -> Cell {
         Cell {
-            variant: name.into(),
             model: String::new(),
-            stack: "raw".into(),
             workers: s.workers,
             server_cpus: vec![0, 1],
             client_cpus: vec![2],
             workload: s.workload.into(),
             keep_alive: s.keep_alive,
-            connections: 64,
             client: Client::Ab,
-            pipeline: None,
-            rate: None,
-            link: Default::default(),
-            post: None,
-            runs: vec![Run::sample(rps, 5.0)],
-            failure: None,
-            server_command: None,
-            peak_rss_kib: None,
-            worker_requests: Vec::new(),
             worker_cpu_secs: worker_cpu_secs.to_vec(),
-            counted: None,
-            profile: None,
-            notes: Vec::new(),
+            ..Cell::sample(name, vec![Run::sample(rps, 5.0)])
         }
     }
 

@@ -99,41 +99,21 @@ pub fn table(cells: &[Cell]) -> String {
 mod tests {
     use super::*;
     use crate::model::cell::CpuSets;
-    use crate::model::client::Client;
 
     fn cell(variant: &str, link: Link, rps: f64) -> Cell {
+        let run = Run {
+            cpu_sets: Some(CpuSets {
+                server_busy_us: 20.0,
+                server_softirq_us: 4.0,
+                client_busy_us: 30.0,
+                client_softirq_us: 6.0,
+            }),
+            ..Run::sample(rps, 10.0)
+        };
         Cell {
-            variant: variant.into(),
-            model: "m".into(),
-            stack: "raw".into(),
-            workers: 1,
-            server_cpus: vec![0],
-            client_cpus: vec![1],
-            workload: "plaintext".into(),
-            keep_alive: true,
-            connections: 8,
-            client: Client::Wrk,
-            pipeline: None,
-            rate: None,
             link,
-            post: None,
-            runs: vec![Run {
-                cpu_sets: Some(CpuSets {
-                    server_busy_us: 20.0,
-                    server_softirq_us: 4.0,
-                    client_busy_us: 30.0,
-                    client_softirq_us: 6.0,
-                }),
-                ..Run::sample(rps, 10.0)
-            }],
-            failure: None,
-            server_command: None,
-            peak_rss_kib: None,
-            worker_requests: Vec::new(),
-            worker_cpu_secs: Vec::new(),
-            counted: None,
-            profile: None,
-            notes: Vec::new(),
+            connections: 8,
+            ..Cell::sample(variant, vec![run])
         }
     }
 

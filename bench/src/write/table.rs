@@ -429,40 +429,21 @@ pub fn by_name(cells: &[Cell]) -> String {
 mod tests {
     use super::*;
     use crate::model::cell::Run;
-    use crate::model::client::Client;
 
     fn cell(variant: &str, run: Option<(f64, Option<f64>, Option<f64>)>) -> Cell {
         Cell {
-            variant: variant.into(),
-            model: "m".into(),
-            stack: "raw".into(),
-            workers: 1,
-            server_cpus: vec![0],
-            client_cpus: vec![1],
-            workload: "plaintext".into(),
-            keep_alive: true,
-            connections: 64,
-            client: Client::Wrk,
-            pipeline: None,
-            rate: None,
-            link: Default::default(),
-            post: None,
-            runs: run
-                .into_iter()
-                .map(|(rps, _, _)| Run::sample(rps, 4.0))
-                .collect(),
             failure: run.is_none().then(|| "did not start".into()),
-            server_command: None,
-            peak_rss_kib: None,
-            worker_requests: Vec::new(),
-            worker_cpu_secs: Vec::new(),
             counted: run.map(|(rps, syscalls, submissions)| Run {
                 syscalls_per_req: syscalls,
                 uring_submissions_per_req: submissions,
                 ..Run::sample(rps, 4.0)
             }),
-            profile: None,
-            notes: Vec::new(),
+            ..Cell::sample(
+                variant,
+                run.into_iter()
+                    .map(|(rps, _, _)| Run::sample(rps, 4.0))
+                    .collect(),
+            )
         }
     }
 

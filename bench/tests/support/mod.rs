@@ -19,3 +19,30 @@ pub fn bench_command(args: &[&str]) -> Command {
         .arg(conformance::test_db());
     cmd
 }
+
+/// A tiny HTTP/1.1 keep-alive server for the peer tests (Python's standard library, a
+/// thread per connection), written into `dir`: `python3 tiny.py HOST PORT` answers
+/// `hello, world!` on every path, without the headers archzoo's answers carry.
+#[allow(dead_code)] // not every test file that shares this module runs a peer
+pub fn tiny_server(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = dir.join("tiny.py");
+    std::fs::write(
+        &script,
+        r#"import http.server, sys
+class Hello(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = b"hello, world!"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Hello).serve_forever()
+"#,
+    )
+    .unwrap();
+    script
+}
