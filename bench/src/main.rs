@@ -110,6 +110,10 @@ struct Args {
     /// CPUs for the client (default: the last).
     #[arg(long)]
     client_cpus: Option<CpuList>,
+    /// µs of CPU every request costs in each model's handler (the servers' --work-us): an
+    /// original's per-request cost given to the models. Peers are run as they are.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    work_us: u32,
     /// Server workers (default: the number of server CPUs).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     workers: Option<u32>,
@@ -378,6 +382,7 @@ fn main() {
         hosts
     });
     let plan = Plan {
+        work_us: args.work_us,
         cap: None,
         wire: wire_hosts.as_ref().map(|h| Wire {
             server: h.server.clone(),

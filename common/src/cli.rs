@@ -71,6 +71,11 @@ pub struct ServerArgs {
     /// stops accepting and leaves new connections in the listen queue.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub max_conns: u64,
+    /// µs of CPU every request costs in the handler, after it is parsed and before the
+    /// answer, where the model runs its handler: an original's per-request cost given to
+    /// its model (arithmetic until the time has passed; no system call per request).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub work_us: u32,
 }
 
 /// Keep-alive limits as a modelled system sets them by default; the flags override them.
@@ -211,6 +216,7 @@ impl ServerArgs {
                     db: Some(self.db.clone()),
                     pg,
                     blocking: None,
+                    work: Duration::from_micros(u64::from(self.work_us)),
                 }
                 .leak(),
                 capture_headers: self.stack.reads_headers(),
@@ -433,6 +439,7 @@ mod tests {
             pg: None,
             db_pool: None,
             max_conns: 10_000,
+            work_us: 0,
         };
         assert_eq!(args.check().unwrap().workers, allowed_cpus().len());
         let pinned = ServerArgs {

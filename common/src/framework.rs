@@ -193,6 +193,7 @@ fn greet(c: &Context<'_>) -> ResponseBuilder {
 
 /// The framework's entry point: request object, middleware chain, router, builder.
 pub fn handle(req: &Request, app: &App) -> Reply {
+    app.spend_work();
     let mut ctx = Context::from_request(req, app);
     chain(&mut ctx, 0).build()
 }

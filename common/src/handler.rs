@@ -37,6 +37,8 @@ pub struct App {
     pub pg: Option<Target>,
     /// None: blocking work runs where the handler runs.
     pub blocking: Option<BlockingHook>,
+    /// `--work-us`: the CPU every request costs in the handler (zero: none).
+    pub work: Duration,
 }
 
 impl App {
@@ -45,7 +47,13 @@ impl App {
         db: None,
         pg: None,
         blocking: None,
+        work: Duration::ZERO,
     };
+
+    /// The `--work-us` CPU of one request, spent here (see [`crate::work`]).
+    pub fn spend_work(&self) {
+        crate::work::spend(self.work);
+    }
 
     /// Runs `f` the runtime's way (see [`BlockingHook`]).
     pub fn run_blocking<T>(&self, f: impl FnOnce() -> T) -> T {

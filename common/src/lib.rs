@@ -67,4 +67,5 @@ pub mod shutdown;
 pub mod stack;
 pub mod stats;
 pub mod supervisor;
+pub mod work;
 pub mod workloads;

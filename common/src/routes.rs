@@ -71,6 +71,7 @@ pub fn pg_reply(query: Option<&str>) -> Reply {
 /// - `/pg?queries=N&sleep_ms=M` → see [`pg`]
 /// - anything else → 404
 pub fn handle(req: &Request, app: &App) -> Reply {
+    app.spend_work();
     match req.path() {
         "/" | "/plaintext" => Reply::now(Response::new(200, "text/plain", Body::Static(HELLO))),
         "/json" => Reply::now(Response::new(

@@ -56,6 +56,8 @@ pub struct Plan {
     pub wire: Option<Wire>,
     /// A share of one CPU for the server (and the database): a post's capped VM.
     pub cap: Option<std::sync::Arc<CpuCap>>,
+    /// `--work-us`: µs of CPU each model spends in its handler a request (0: none).
+    pub work_us: u32,
 }
 
 impl Plan {
@@ -265,6 +267,9 @@ impl<'a> Started<'a> {
                 ];
                 if let Some(url) = plan.pg.as_ref().filter(|_| workload.needs_database()) {
                     args.extend(["--pg".to_string(), url.clone()]);
+                }
+                if plan.work_us > 0 {
+                    args.extend(["--work-us".to_string(), plan.work_us.to_string()]);
                 }
                 Some(server::start_on(
                     &plan.bin_dir,

@@ -149,6 +149,7 @@ rules! {
     pg_slow_query_shows_the_model,
     pg_pool_wait_is_bounded if waits_for_the_database_without_a_thread => "a worker blocked on the database uses one connection at a time: its pool never runs out",
     framework_stack_serves_the_same_bodies,
+    work_us_adds_the_asked_cpu,
     killed_worker_is_restarted if processes => "its workers are threads or shards of one process: nothing to kill alone",
     killed_worker_under_load_spares_the_others if processes => "its workers are threads or shards of one process: nothing to kill alone",
     master_killed_leaves_no_worker_behind if processes => "one process: nothing can be left behind",
