@@ -31,6 +31,14 @@ pub fn db_value(body: &[u8]) -> Option<f64> {
 }
 
 impl Workload {
+    /// The workload named `name`; panics on a name not in [`WORKLOADS`] (a table's typo).
+    pub fn named(name: &str) -> Workload {
+        *WORKLOADS
+            .iter()
+            .find(|w| w.name == name)
+            .unwrap_or_else(|| panic!("no workload {name:?} in the table"))
+    }
+
     /// Served from the PostgreSQL database (`/pg`): the server needs `--pg`.
     pub fn needs_database(&self) -> bool {
         self.path.starts_with("/pg")

@@ -541,10 +541,7 @@ fn measure(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let before = server_pids.map(procfs::usage);
-    let sets_before = (
-        procfs::cpu_times(&plan.server_cpus),
-        procfs::cpu_times(&plan.client_cpus),
-    );
+    let sets_before = procfs::cpu_times([&plan.server_cpus, &plan.client_cpus]);
     let db_before = db.map(|pid| procfs::cpu_by_pid(&procfs::tree(pid)));
     let perf = match (syscalls, server_pids) {
         (true, Some(pids)) => perf::start(pids),
@@ -563,10 +560,8 @@ fn measure(
     let (code, client_cpu) = launch::wait_pinned(&mut child, limit);
     let wall = started.elapsed().as_secs_f64();
     let after = server_pids.map(procfs::usage);
-    let sets_spent = (
-        procfs::cpu_times(&plan.server_cpus).since(&sets_before.0),
-        procfs::cpu_times(&plan.client_cpus).since(&sets_before.1),
-    );
+    let sets_after = procfs::cpu_times([&plan.server_cpus, &plan.client_cpus]);
+    let [server_set, client_set] = [0, 1].map(|i| sets_after[i].since(&sets_before[i]));
     let db_spent = db_before
         .zip(db)
         .map(|(before, pid)| procfs::cpu_spent(&before, &procfs::cpu_by_pid(&procfs::tree(pid))));
@@ -649,10 +644,10 @@ fn measure(
         wall_secs: wall,
         command: argv.join(" "),
         cpu_sets: per_req(1.0).map(|each| CpuSets {
-            server_busy_us: sets_spent.0.busy_secs * 1e6 * each,
-            server_softirq_us: sets_spent.0.softirq_secs * 1e6 * each,
-            client_busy_us: sets_spent.1.busy_secs * 1e6 * each,
-            client_softirq_us: sets_spent.1.softirq_secs * 1e6 * each,
+            server_busy_us: server_set.busy_secs * 1e6 * each,
+            server_softirq_us: server_set.softirq_secs * 1e6 * each,
+            client_busy_us: client_set.busy_secs * 1e6 * each,
+            client_softirq_us: client_set.softirq_secs * 1e6 * each,
         }),
         outcome,
     })

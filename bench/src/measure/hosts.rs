@@ -78,6 +78,21 @@ impl Host {
         }
     }
 
+    /// Runs `argv` inside this host to its end; `Err` is `failed(what it said)` when it
+    /// fails, or why it could not run.
+    fn run(&self, argv: &[&str], failed: impl FnOnce(&str) -> String) -> Result<(), String> {
+        let out = self
+            .command(argv)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(failed(String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+
     /// `argv` as a command run inside this host (`ip netns exec NAME …`).
     pub fn command(&self, argv: &[&str]) -> Command {
         match &self.netns {
@@ -204,18 +219,12 @@ impl Hosts {
                 "echo {} > /sys/class/net/eth0/queues/rx-0/rps_cpus",
                 cpu_mask(cpus)
             );
-            let out = host
-                .command(&["sh", "-c", &write])
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("cannot run sh: {e}"))?;
-            if !out.status.success() {
-                return Err(format!(
-                    "cannot steer {}'s receive path to CPUs {cpus:?} (RPS): {}",
-                    host.name,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-            }
+            host.run(&["sh", "-c", &write], |said| {
+                format!(
+                    "cannot steer {}'s receive path to CPUs {cpus:?} (RPS): {said}",
+                    host.name
+                )
+            })?;
         }
         Ok(())
     }
@@ -265,18 +274,9 @@ fn join(host: &Host) -> Result<(), String> {
     inside(&["link", "set", "eth0", "up"])?;
     inside(&["link", "set", "lo", "up"])?;
     for setting in host_settings() {
-        let out = host
-            .command(&["sysctl", "-q", "-w", &setting])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run sysctl: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "sysctl {setting} in {}: {}",
-                host.name,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        host.run(&["sysctl", "-q", "-w", &setting], |said| {
+            format!("sysctl {setting} in {}: {said}", host.name)
+        })?;
     }
     Ok(())
 }

@@ -208,10 +208,12 @@ impl CpuTimes {
     }
 }
 
-/// [`CpuTimes`] of `cpus` now.
-pub fn cpu_times(cpus: &[usize]) -> CpuTimes {
+/// [`CpuTimes`] of each set of CPUs now, from one reading of /proc/stat (the sets at the
+/// same instant).
+pub fn cpu_times<const N: usize>(sets: [&[usize]; N]) -> [CpuTimes; N] {
     let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
-    cpu_times_in(&stat, cpus, clock_ticks())
+    let ticks = clock_ticks();
+    sets.map(|cpus| cpu_times_in(&stat, cpus, ticks))
 }
 
 /// [`cpu_times`] on the text of /proc/stat: `cpuN user nice system idle iowait irq
@@ -277,7 +279,8 @@ mod tests {
         let both = cpu_times_in(stat, &[0, 1], 100.0);
         assert!((both.busy_secs - 12.65).abs() < 1e-9, "{both:?}");
         assert_eq!(cpu_times_in(stat, &[7], 100.0), CpuTimes::default());
-        assert!(cpu_times(&[0]).busy_secs > 0.0);
+        let [now] = cpu_times([&[0]]);
+        assert!(now.busy_secs > 0.0);
     }
 
     #[test]

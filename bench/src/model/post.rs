@@ -208,29 +208,29 @@ impl Post {
 /// modes: the post's and the one it did not run).
 pub fn judge(post: &Post, claim: &Claim, cells: &[Cell]) -> Judged {
     let get = |key: &str, ka: bool| measured(cells, post.name, post.row(key), ka);
-    let missing = |keys: &[&str], ka: bool| -> Option<Judged> {
-        // A row no model stands for says why before one that was only not measured.
-        let unmodelled = keys.iter().find(|k| post.row(k).model.is_none());
-        unmodelled
-            .or_else(|| keys.iter().find(|k| get(k, ka).is_none()))
+    // Every row's figures, or why the claim is not replayed: a row no model stands for
+    // says so before one that was only not measured.
+    let all = |keys: &[&str], ka: bool| -> Result<Vec<Measured>, Judged> {
+        let not_replayed = |because| Judged {
+            finding: Finding::NotReplayed,
+            because,
+        };
+        if let Some(row) = keys.iter().map(|k| post.row(k)).find(|r| r.model.is_none()) {
+            return Err(not_replayed(format!("{}: {}", row.server, row.why)));
+        }
+        keys.iter()
             .map(|k| {
-                let row = post.row(k);
-                Judged {
-                    finding: Finding::NotReplayed,
-                    because: if row.model.is_none() {
-                        format!("{}: {}", row.server, row.why)
-                    } else {
-                        format!("{} was not measured", row.server)
-                    },
-                }
+                get(k, ka)
+                    .ok_or_else(|| not_replayed(format!("{} was not measured", post.row(k).server)))
             })
+            .collect()
     };
     match *claim {
         Claim::Above { a, b, keep_alive } => {
-            if let Some(j) = missing(&[a, b], keep_alive) {
-                return j;
-            }
-            let (ma, mb) = (get(a, keep_alive).unwrap(), get(b, keep_alive).unwrap());
+            let (ma, mb) = match all(&[a, b], keep_alive) {
+                Ok(m) => (m[0], m[1]),
+                Err(j) => return j,
+            };
             let by_rate = ma.rps > mb.rps;
             let by_cost = compare(&ma, &mb);
             let other = get(a, !keep_alive)
@@ -256,13 +256,10 @@ pub fn judge(post: &Post, claim: &Claim, cells: &[Cell]) -> Judged {
             )
         }
         Claim::Order { rows, keep_alive } => {
-            if let Some(j) = missing(rows, keep_alive) {
-                return j;
-            }
-            let m: Vec<(&str, Measured)> = rows
-                .iter()
-                .map(|k| (*k, get(k, keep_alive).unwrap()))
-                .collect();
+            let m: Vec<(&str, Measured)> = match all(rows, keep_alive) {
+                Ok(m) => rows.iter().copied().zip(m).collect(),
+                Err(j) => return j,
+            };
             let by_rate = m.windows(2).all(|w| w[0].1.rps >= w[1].1.rps);
             let by_cost = chain(m.windows(2).map(|w| compare(&w[0].1, &w[1].1)));
             let mut by_cpu: Vec<&(&str, Measured)> = m.iter().collect();
@@ -285,20 +282,14 @@ pub fn judge(post: &Post, claim: &Claim, cells: &[Cell]) -> Judged {
             let other_cost = other
                 .as_ref()
                 .and_then(|o| chain(o.windows(2).map(|w| compare(&w[0], &w[1]))));
-            match by_cost {
-                None => Judged {
-                    finding: Finding::NotReplayed,
-                    because: "no server CPU figure (the server is not ours to measure)".into(),
-                },
-                Some(by_cost) => decide(
-                    by_rate,
-                    Some(by_cost),
-                    other_cost,
-                    client_bound,
-                    figures,
-                    String::new(),
-                ),
-            }
+            decide(
+                by_rate,
+                by_cost,
+                other_cost,
+                client_bound,
+                figures,
+                String::new(),
+            )
         }
         Claim::Ratio {
             a,
@@ -306,10 +297,10 @@ pub fn judge(post: &Post, claim: &Claim, cells: &[Cell]) -> Judged {
             keep_alive,
             printed,
         } => {
-            if let Some(j) = missing(&[a, b], keep_alive) {
-                return j;
-            }
-            let (ma, mb) = (get(a, keep_alive).unwrap(), get(b, keep_alive).unwrap());
+            let (ma, mb) = match all(&[a, b], keep_alive) {
+                Ok(m) => (m[0], m[1]),
+                Err(j) => return j,
+            };
             // The ratio of rates a server's cost predicts: b's cost over a's.
             let Some(replayed) = ma.cpu_us.zip(mb.cpu_us).map(|(ca, cb)| cb / ca) else {
                 return Judged {
@@ -337,13 +328,10 @@ pub fn judge(post: &Post, claim: &Claim, cells: &[Cell]) -> Judged {
             Judged { finding, because }
         }
         Claim::ClientBound { rows, keep_alive } => {
-            if let Some(j) = missing(rows, keep_alive) {
-                return j;
-            }
-            let m: Vec<(&str, Measured)> = rows
-                .iter()
-                .map(|k| (*k, get(k, keep_alive).unwrap()))
-                .collect();
+            let m: Vec<(&str, Measured)> = match all(rows, keep_alive) {
+                Ok(m) => rows.iter().copied().zip(m).collect(),
+                Err(j) => return j,
+            };
             let bound = m.iter().all(|(_, x)| x.verdict == Verdict::ClientBound);
             let here = cells
                 .iter()

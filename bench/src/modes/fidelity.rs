@@ -1,7 +1,7 @@
 //! `bench --fidelity`: the signature cells (`model::fidelity`) for every model and peer,
 //! run as the matrix runs its cells; the table is `write::fidelity`.
 
-use variants::WORKLOADS;
+use variants::Workload;
 
 use crate::measure::cell::{CellSpec, Plan, Target};
 use crate::model::cell::Link;
@@ -20,10 +20,7 @@ pub fn jobs(
     let mut jobs = Vec::new();
     for target in targets {
         for s in &signatures {
-            let workload = *WORKLOADS
-                .iter()
-                .find(|x| x.name == s.workload)
-                .expect("a workload");
+            let workload = Workload::named(s.workload);
             jobs.push((
                 target.clone(),
                 CellSpec {

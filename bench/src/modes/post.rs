@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use variants::peers::{self, Peer};
-use variants::{Variant, WORKLOADS};
+use variants::{Variant, Workload};
 
 use crate::measure::cap::CpuCap;
 use crate::measure::cell::{CellSpec, Plan, Target};
@@ -43,10 +43,7 @@ pub fn repetitions(post: &Post, reps: u32, quick: bool) -> u32 {
 /// in both keep-alive modes, the post's first; a cell two rows share (Workerman and Swoole
 /// BASE are one model) once.
 pub fn jobs(post: &Post, link: Link) -> Vec<(Target, CellSpec<'static>)> {
-    let workload = *WORKLOADS
-        .iter()
-        .find(|w| w.name == post.workload)
-        .expect("a post's workload is archzoo's");
+    let workload = Workload::named(post.workload);
     let mut modes: Vec<bool> = post.keep_alive.to_vec();
     for ka in [false, true] {
         if !modes.contains(&ka) {

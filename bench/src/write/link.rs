@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::table::opt;
 use crate::model::cell::{Cell, Link, Run};
 
 /// How to read the table: what each link charges to whom.
@@ -32,8 +33,7 @@ pub fn twins(cells: &[Cell]) -> Vec<(&Cell, &Cell)> {
 }
 
 fn pair(a: Option<f64>, b: Option<f64>, digits: usize) -> String {
-    let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
-    format!("{} · {}", f(a), f(b))
+    format!("{} · {}", opt(a, digits), opt(b, digits))
 }
 
 /// A CPU set's busy µs per request with its softirq part: `41.2 (9.8)`.

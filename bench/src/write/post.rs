@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use super::table::opt;
 use crate::model::cell::Cell;
 use crate::model::post::{self, cell_of, judge, Post, POSTS};
 
@@ -35,10 +36,6 @@ fn ranks(values: &[Option<f64>]) -> Vec<Option<usize>> {
         .iter()
         .map(|v| v.map(|x| 1 + values.iter().flatten().filter(|&&y| y > x).count()))
         .collect()
-}
-
-fn fmt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
 
 fn with_rank(v: Option<f64>, rank: Option<usize>) -> String {
@@ -90,13 +87,17 @@ fn section(post: &Post, cells: &[Cell]) -> String {
         post.workload_note,
         post.workers_note
     );
-    if let Some(pct) = post.cpu_cap_pct {
-        let not = cells
+    // Why the post's CPU cap could not be reproduced here, if it could not (every cell of
+    // the post says so in a note).
+    let not_capped = post.cpu_cap_pct.and_then(|_| {
+        cells
             .iter()
             .filter(|c| c.post.as_deref() == Some(post.name))
             .flat_map(|c| &c.notes)
-            .find(|n| n.starts_with("not capped"));
-        let _ = match not {
+            .find(|n| n.starts_with("not capped"))
+    });
+    if let Some(pct) = post.cpu_cap_pct {
+        let _ = match not_capped {
             Some(why) => writeln!(
                 out,
                 "- **Its machine's cap**: {why} — every figure here had a whole CPU, and the verdicts say so."
@@ -155,7 +156,7 @@ fn section(post: &Post, cells: &[Cell]) -> String {
                 None => format!("none: {}", row.why),
             };
             let peer_cell = cell_of(cells, post.name, row, keep_alive, true);
-            let c_peer_cpu = peer_cell.and_then(Cell::pooled_cpu_us);
+            let peer_cpu = peer_cell.and_then(Cell::pooled_cpu_us);
             let peer = peer_cell
                 .and_then(|c| c.median())
                 .map_or("–".to_string(), |r| {
@@ -163,7 +164,7 @@ fn section(post: &Post, cells: &[Cell]) -> String {
                         "{} {:.0} · {}",
                         row.peer.unwrap_or(""),
                         r.outcome.rps,
-                        fmt(c_peer_cpu, 1)
+                        opt(peer_cpu, 1)
                     )
                 });
             let failure = replay[i]
@@ -176,18 +177,13 @@ fn section(post: &Post, cells: &[Cell]) -> String {
                 row.workers,
                 with_rank(published[i], pr[i]),
                 failure.unwrap_or_else(|| with_rank(rps[i], rr[i])),
-                fmt(replay[i].and_then(Cell::pooled_cpu_us), 1),
+                opt(replay[i].and_then(Cell::pooled_cpu_us), 1),
                 run.map_or("–", |r| r.verdict.label()),
             );
         }
     }
     out.push_str("\nThe conclusions it printed:\n\n");
-    let uncapped = post.cpu_cap_pct.filter(|_| {
-        cells
-            .iter()
-            .filter(|c| c.post.as_deref() == Some(post.name))
-            .any(|c| c.notes.iter().any(|n| n.starts_with("not capped")))
-    });
+    let uncapped = post.cpu_cap_pct.filter(|_| not_capped.is_some());
     for c in post.conclusions {
         let j = judge(post, &c.claim, cells);
         let machine = uncapped.map_or(String::new(), |pct| {

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use crate::model::cell::{Cell, Link, Verdict, BOUND_PCT};
 
-fn opt(v: Option<f64>, digits: usize) -> String {
+/// A figure with `digits` decimals, or "–" when there is none: how every table writes one.
+pub(crate) fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
 
