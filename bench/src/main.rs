@@ -10,7 +10,7 @@ use bench::measure::client::tsung::{Fleet, FleetHost, Reach};
 use bench::measure::client::{self as clients, Amount};
 use bench::measure::hosts::{Host, Hosts, Wire};
 use bench::measure::procfs;
-use bench::model::cell::Link;
+use bench::model::cell::{Cell, Link};
 use bench::model::client::Client;
 use bench::model::{fidelity, Results};
 use bench::modes::{self, matrix};
@@ -44,6 +44,11 @@ struct Args {
     /// CPU cost of the original over the model; prints the fidelity table after the matrix.
     #[arg(long)]
     fidelity: bool,
+    /// With --fidelity: each model again with the original's extra hello-world CPU per
+    /// request as handler work (--work-us), every signature rerun, the residual, and the
+    /// capacity of both at p99 ≤ 10 ms (or --slo).
+    #[arg(long)]
+    calibrate: bool,
     /// Workloads to run: plaintext, json, sum, db, pg, pg-slow, sleep.
     #[arg(long, default_value = "plaintext")]
     workloads: String,
@@ -189,6 +194,23 @@ fn main() {
         return;
     }
     let posts = posts(&args);
+    if args.calibrate {
+        if !args.fidelity {
+            fail("--calibrate calibrates the models of a --fidelity run: give --fidelity too");
+        }
+        if args.work_us > 0 {
+            fail(
+                "--calibrate gives each model its original's cost as --work-us: not with --work-us",
+            );
+        }
+        if !clients::tool(Client::Oha).installed() {
+            fail("--calibrate finds each server's capacity with oha, which is not installed (scripts/bench --calibrate installs it)");
+        }
+    } else if args.fidelity && args.slo.is_some() {
+        fail(
+            "--slo with --fidelity is the target of --calibrate's capacities: give --calibrate too",
+        );
+    }
     launch::install_interrupt_handler();
     let allowed = allowed_cpus();
     let server_cpus = args.server_cpus.clone().map_or_else(
@@ -258,6 +280,9 @@ fn main() {
             .filter(|v| v.bench_default)
             .collect(),
     };
+    if let Err(e) = modes::post::check_brought(&posts, &peers) {
+        fail(e);
+    }
     if args.url.is_some() && !peers.is_empty() {
         fail("--url measures one server started elsewhere; it does not take --peers or --peer");
     }
@@ -319,7 +344,8 @@ fn main() {
         }
         (a.to_string(), b.to_string())
     });
-    let open_loop = !args.rate.is_empty() || args.slo.is_some();
+    // --slo with --fidelity --calibrate is the capacities' target, not an open-loop run.
+    let open_loop = !args.rate.is_empty() || (args.slo.is_some() && !args.fidelity);
     let client = if open_loop && args.client == Client::Tsung {
         Client::Tsung
     } else if open_loop {
@@ -430,6 +456,23 @@ fn main() {
     );
 
     if !posts.is_empty() {
+        for (tool, what) in [
+            (Client::Ab, "runs each post's own ab command"),
+            (Client::Oha, "finds each server's capacity with oha"),
+        ] {
+            if !clients::tool(tool).installed() {
+                fail(format!(
+                    "--post {what}, and {} is not installed (scripts/bench --post installs it)",
+                    tool.command()
+                ));
+            }
+        }
+        let replay = modes::post::Replay {
+            quick: args.quick,
+            link: links[0],
+            brought: &peers,
+            slo: args.slo.unwrap_or(bench::model::slo::CAPACITY_AT),
+        };
         let mut cells = Vec::new();
         for post in &posts {
             eprintln!(
@@ -439,13 +482,20 @@ fn main() {
                 post.ab.concurrency,
                 modes::post::repetitions(post, plan.reps, args.quick)
             );
-            cells.extend(modes::post::run(&plan, post, args.quick, links[0]));
+            cells.extend(modes::post::run(&plan, post, &replay));
         }
-        println!("{}", write::table::markdown(&cells));
-        print!("{}", write::post::sections(&cells));
+        let closed: Vec<Cell> = cells.iter().filter(|c| c.rate.is_none()).cloned().collect();
+        println!("{}", write::table::markdown(&closed));
+        print!("{}", write::post::sections(&cells, &replay.slo));
         let mut meta = meta(&args, &plan, &peers);
-        meta["client"] = "ab, as the posts ran it".into();
+        meta["client"] = "ab, as the posts ran it; oha for the capacities".into();
         meta["posts"] = posts.iter().map(|p| p.name).collect::<Vec<_>>().into();
+        // The capacities' target under its own key: a replay is no --slo run.
+        meta["slo"] = serde_json::Value::Null;
+        meta["capacity_at"] = serde_json::json!({
+            "percentile": replay.slo.percentile,
+            "limit_ms": replay.slo.limit_ms,
+        });
         write_results(
             &args.out.join(timestamp()),
             &Results {
@@ -538,7 +588,7 @@ fn main() {
             .chain(peers.iter().cloned().map(Target::Peer))
             .collect(),
     };
-    if let Some(slo) = &args.slo {
+    if let Some(slo) = args.slo.as_ref().filter(|_| !args.fidelity) {
         // Instead of the matrix: each target's capacity at the latency target.
         let spec = CellSpec {
             stack: stacks[0],
@@ -583,26 +633,46 @@ fn main() {
             },
         )
     };
-    let cells = matrix::run(&plan, jobs);
-
-    println!("{}", write::table::markdown(&cells));
+    let mut cells = matrix::run(&plan, jobs);
+    let pairs = fidelity::pairs(
+        &peers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        &beside(&peers),
+    );
+    // --calibrate: each pair's model again at the original's cost, and both's capacity.
+    let capacity_at = args.slo.unwrap_or(bench::model::slo::CAPACITY_AT);
+    if args.calibrate {
+        let originals: Vec<Target> = peers.iter().cloned().map(Target::Peer).collect();
+        let how = modes::fidelity::Calibrate {
+            stack: stacks[0],
+            connections: args.concurrency[0],
+            link: links[0],
+            slo: &capacity_at,
+            quick: args.quick,
+        };
+        let calibrated = modes::fidelity::calibrate(&plan, &pairs, &originals, &cells, &how);
+        cells.extend(calibrated);
+    }
+    let closed: Vec<_> = cells.iter().filter(|c| c.rate.is_none()).cloned().collect();
+    println!("{}", write::table::markdown(&closed));
     print!("{}", write::link::table(&cells));
     let profiled = write::profile::profiled(&cells);
     print!("{}", write::profile::table(&profiled));
     if args.fidelity {
-        println!(
-            "{}",
-            write::fidelity::table(
+        let (workers, server_cpus) = (plan.workers, plan.server_cpus.len());
+        let connections = args.concurrency[0];
+        let raw = write::fidelity::table(&cells, &pairs, workers, server_cpus, connections);
+        println!("{raw}");
+        if args.calibrate {
+            let calibrated = write::fidelity::calibrated(
                 &cells,
-                &fidelity::pairs(
-                    &peers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
-                    &beside(&peers)
-                ),
-                plan.workers,
-                plan.server_cpus.len(),
-                args.concurrency[0]
-            )
-        );
+                &pairs,
+                workers,
+                server_cpus,
+                connections,
+                &capacity_at,
+            );
+            println!("{calibrated}");
+        }
     }
     let dir = args.out.join(timestamp());
     // The flame graphs first, so that report.html links them; an error there is reported
@@ -645,8 +715,15 @@ fn posts(args: &Args) -> Vec<&'static bench::model::post::Post> {
         (args.url.is_some(), "--url"),
         (args.idle_conns.is_some(), "--idle-conns"),
         (args.attack.is_some(), "--attack"),
-        (args.slo.is_some(), "--slo"),
         (!args.rate.is_empty(), "--rate"),
+        (
+            args.peers.is_some(),
+            "--peers (a post runs the built-in peers its rows name, where installed)",
+        ),
+        (
+            args.db_cpus.is_some(),
+            "--db-cpus (a post on a database runs it on the server's CPU and on its own)",
+        ),
         (args.fidelity, "--fidelity"),
         (args.client != Client::Ab, "--client"),
         (args.client_hosts.is_some(), "--client-hosts"),
@@ -853,15 +930,21 @@ fn write_results(dir: &Path, results: &Results) {
 /// The run's set-up, as results.json keeps it: the machine, the versions, the command.
 fn meta(args: &Args, plan: &Plan, peers: &[Peer]) -> serde_json::Value {
     serde_json::json!({
-        "slo": args.slo.map(|t| serde_json::json!({
+        // An --slo run's target; with --calibrate it is the capacities' (`capacity_at`).
+        "slo": args.slo.filter(|_| !args.fidelity).map(|t| serde_json::json!({
             "percentile": t.percentile,
             "limit_ms": t.limit_ms,
         })),
+        "capacity_at": args.calibrate.then(|| {
+            let t = args.slo.unwrap_or(bench::model::slo::CAPACITY_AT);
+            serde_json::json!({ "percentile": t.percentile, "limit_ms": t.limit_ms })
+        }),
         "machine": procfs::machine(),
         "argv": std::env::args().collect::<Vec<_>>(),
         "started_at": chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
         "commit": commit(),
         "fidelity": args.fidelity,
+        "calibrate": args.calibrate,
         "beside": beside(peers)
             .into_iter()
             .map(|(p, m)| (p, serde_json::Value::from(m)))

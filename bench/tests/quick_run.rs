@@ -146,9 +146,11 @@ fn a_peer_given_on_the_command_line_is_measured() {
 }
 
 /// `--peer NAME@MODEL=…` joins the fidelity table beside the model it names: a row for the
-/// pair, in the table printed and in report.html's (from results.json).
+/// pair, in the table printed and in report.html's (from results.json); `--calibrate`
+/// gives the model the peer's extra cost as `--work-us`, reruns its signatures, and finds
+/// both servers' capacity.
 #[test]
-fn a_peer_that_names_its_model_joins_the_fidelity_table() {
+fn a_peer_that_names_its_model_joins_the_fidelity_table_and_is_calibrated() {
     let out = Out::new("fidelity-peer");
     let script = support::tiny_server(&out.0);
     let peer = format!(
@@ -157,6 +159,7 @@ fn a_peer_that_names_its_model_joins_the_fidelity_table() {
     );
     let stdout = bench(&[
         "--fidelity",
+        "--calibrate",
         "--quick",
         "--peer",
         &peer,
@@ -189,6 +192,40 @@ fn a_peer_that_names_its_model_joins_the_fidelity_table() {
         section.contains("<td>prefork-eventloop</td><td>tiny</td>"),
         "{section}"
     );
+    // Calibrated: the Python server costs more than the model a request, so the model is
+    // given the difference, and every figure of its row is the calibrated model's.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("| prefork-eventloop +") && l.contains("| tiny |"))
+        .unwrap_or_else(|| panic!("no calibrated row: {stdout}"));
+    let cols: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+    let work: u32 = cols[0]
+        .trim_start_matches("prefork-eventloop +")
+        .trim_end_matches(" µs")
+        .parse()
+        .unwrap_or_else(|_| panic!("{line}"));
+    assert!(work > 0, "{line}");
+    assert!(cols[11].parse::<f64>().is_ok(), "residual: {line}");
+    // Each side's capacity, or the lowest rate it missed (a smoke test's four probes).
+    let capacities: Vec<u32> = cols[12]
+        .split(" · ")
+        .filter_map(|x| x.trim_start_matches("< ").parse().ok())
+        .collect();
+    assert_eq!(capacities.len(), 2, "capacities: {line}");
+    let results = bench::model::Results::load(&run_dir).unwrap();
+    let calibrated: Vec<_> = results.cells.iter().filter(|c| c.work_us == work).collect();
+    assert!(
+        calibrated
+            .iter()
+            .any(|c| c.rate.is_none() && c.median().is_some())
+            && calibrated.iter().all(|c| c.variant == "prefork-eventloop"),
+        "{calibrated:?}"
+    );
+    assert!(results
+        .cells
+        .iter()
+        .any(|c| c.variant == "tiny" && c.rate.is_some()));
+    assert!(page.contains("id=\"calibrated\""), "no calibrated section");
 }
 
 /// `--fidelity` runs the signature cells for a model and the peer beside it and prints the

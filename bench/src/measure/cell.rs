@@ -175,6 +175,12 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         rate,
         link,
         post: None,
+        db_apart: false,
+        // Only a model has the handler to spend it in (a peer runs as it is).
+        work_us: match target {
+            Target::Model(_) => plan.work_us,
+            _ => 0,
+        },
         runs: Vec::new(),
         failure: None,
         server_command: None,

@@ -15,10 +15,27 @@ pub fn start(cpus: &[usize]) -> Result<Cluster, String> {
         // Ctrl-C stops it too: SIGINT is PostgreSQL's fast shutdown.
         variants::launch::stop_on_interrupt(pid, libc::SIGINT);
     }
-    for p in variants::launch::tree(pid) {
-        pin(p, cpus).map_err(|e| format!("--db-cpus: cannot pin PostgreSQL pid {p}: {e}"))?;
-    }
+    place(pid, cpus).map_err(|e| format!("--db-cpus: {e}"))?;
     Ok(cluster)
+}
+
+/// Moves the cluster whose postmaster is `pid` onto `cpus`: every thread of it and of each
+/// backend it has forked (the ones it forks later inherit the postmaster's).
+pub fn place(pid: i32, cpus: &[usize]) -> Result<(), String> {
+    for p in variants::launch::tree(pid) {
+        match pin(p, cpus) {
+            // A backend that ended meanwhile has nothing left to move.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot move PostgreSQL pid {p} to CPUs {cpus:?}: {e}"
+                ))
+            }
+            Ok(()) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Every thread of `pid`, onto `cpus`.

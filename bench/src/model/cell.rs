@@ -143,6 +143,14 @@ pub struct Cell {
     /// The post this cell replays (`--post`), if it is one of a replay's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post: Option<String>,
+    /// The database of a pg workload ran on CPUs of its own (the client's), not on the
+    /// server's: a post's "where the database runs" replay.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub db_apart: bool,
+    /// µs of CPU the model spent in its handler a request (`--work-us`; 0: none): a
+    /// `--calibrate` run's calibrated model beside its raw one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub work_us: u32,
     pub runs: Vec<Run>,
     /// Why the cell has no figures (failed validation, did not start, died).
     pub failure: Option<String>,
@@ -170,6 +178,20 @@ pub struct Cell {
     pub notes: Vec<String>,
 }
 
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+/// Server CPU µs per request over `runs` together, weighted by their requests.
+fn pooled<'a>(runs: impl Iterator<Item = &'a Run>) -> Option<f64> {
+    let (mut cpu, mut requests) = (0.0, 0u64);
+    for run in runs {
+        cpu += run.server_cpu_us_per_req? * run.outcome.requests as f64;
+        requests += run.outcome.requests;
+    }
+    (requests > 0).then(|| cpu / requests as f64)
+}
+
 impl Cell {
     /// The repetition with the median req/s.
     pub fn median(&self) -> Option<&Run> {
@@ -182,12 +204,19 @@ impl Cell {
     /// CPU time in 10 ms ticks per process, so one short repetition (`ab -n 1000` at
     /// 160 µs a request is 16 ticks) reads coarse; pooled, the rounding averages out.
     pub fn pooled_cpu_us(&self) -> Option<f64> {
-        let (mut cpu, mut requests) = (0.0, 0u64);
-        for run in &self.runs {
-            cpu += run.server_cpu_us_per_req? * run.outcome.requests as f64;
-            requests += run.outcome.requests;
+        pooled(self.runs.iter())
+    }
+
+    /// [`Cell::pooled_cpu_us`] of the odd and of the even repetitions apart, when there
+    /// are four or more: two independent estimates of the same figure, whose disagreement
+    /// is the repetitions' noise (a verdict that the two halves order differently rests on
+    /// nothing).
+    pub fn pooled_halves(&self) -> Option<(f64, f64)> {
+        if self.runs.len() < 4 {
+            return None;
         }
-        (requests > 0).then(|| cpu / requests as f64)
+        let half = |parity: usize| pooled(self.runs.iter().skip(parity).step_by(2));
+        half(0).zip(half(1))
     }
 
     pub fn rps_range(&self) -> (f64, f64) {
@@ -340,6 +369,8 @@ impl Cell {
             rate: None,
             link: Link::Loopback,
             post: None,
+            db_apart: false,
+            work_us: 0,
             runs,
             failure: None,
             server_command: None,

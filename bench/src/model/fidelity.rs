@@ -30,6 +30,8 @@
 use variants::peers;
 use variants::VARIANTS;
 
+use super::cell::Cell;
+
 /// Workers of the balance signature: the fewest that can be unequal.
 pub const BALANCE_WORKERS: usize = 2;
 
@@ -95,6 +97,45 @@ pub fn pairs<S: AsRef<str>>(
         }
     }
     out
+}
+
+/// The hello-world cell a pair's cost is read from: keep-alive, the run's workers.
+pub fn here(workers: usize) -> Signature {
+    sig("plaintext", true, workers)
+}
+
+/// `name`'s hello-world CPU µs per request (every repetition pooled), as run with
+/// `work_us` µs of handler work (0: as it is).
+pub fn hello_cpu(cells: &[Cell], name: &str, work_us: u32, workers: usize) -> Option<f64> {
+    let s = here(workers);
+    cells
+        .iter()
+        .find(|c| {
+            c.variant == name
+                && c.work_us == work_us
+                && c.rate.is_none()
+                && c.workload == s.workload
+                && c.keep_alive == s.keep_alive
+                && c.workers == s.workers
+        })
+        .and_then(Cell::pooled_cpu_us)
+}
+
+/// `--calibrate`: the µs of CPU a request the model is given (`--work-us`) to cost what its
+/// original costs on hello world — the difference, rounded — or why it cannot be: a figure
+/// is missing, or the original is the cheaper (work can only add).
+pub fn calibration(model_us: Option<f64>, original_us: Option<f64>) -> Result<u32, String> {
+    let (m, o) = match (model_us, original_us) {
+        (Some(m), Some(o)) => (m, o),
+        (None, _) => return Err("no hello-world CPU figure for the model".into()),
+        (_, None) => return Err("no hello-world CPU figure for the original".into()),
+    };
+    if o < m {
+        return Err(format!(
+            "the original costs less than the model ({o:.1} < {m:.1} µs/req): work can only add"
+        ));
+    }
+    Ok((o - m).round() as u32)
 }
 
 /// True when `original` is within [`TOLERANCE`] of `model`.
@@ -176,5 +217,15 @@ mod tests {
         }
         let mine = super::pairs(&["swoole"], &[("swoole".into(), "reactor-workers".into())]);
         assert_eq!(mine, [("reactor-workers", "swoole".to_string())]);
+    }
+
+    #[test]
+    fn calibration_is_the_originals_extra_cost() {
+        assert_eq!(calibration(Some(8.2), Some(31.9)), Ok(24));
+        assert_eq!(calibration(Some(8.0), Some(8.0)), Ok(0));
+        assert!(calibration(Some(9.0), Some(5.0))
+            .unwrap_err()
+            .contains("work can only add"));
+        assert!(calibration(None, Some(5.0)).is_err());
     }
 }

@@ -44,6 +44,17 @@ pub struct Ab {
     pub concurrency: u32,
 }
 
+/// The originals no registry has (Swoole, Workerman), which a user who has them brings with
+/// `--peer NAME@MODEL=COMMAND` (docs/peers.md shows the few lines of each server program):
+/// the name a post's row calls it by, and the model it stands beside.
+pub const BROUGHT: &[(&str, &str)] = &[
+    ("swoole-co", "coroutine-reuseport"),
+    ("swoole-base", "prefork-eventloop"),
+    ("swoole-process", "reactor-workers"),
+    ("workerman", "prefork-eventloop"),
+    ("webman", "prefork-eventloop"),
+];
+
 /// One server of a post, the figures it printed, and what stands for it here.
 #[derive(Debug, Clone, Copy)]
 pub struct Row {
@@ -56,7 +67,8 @@ pub struct Row {
     pub model: Option<&'static str>,
     /// `raw`, or `framework` for the frameworks (MixPHP, Beego, webman).
     pub stack: &'static str,
-    /// The built-in peer that is the real thing (or its nearest), run where installed.
+    /// The real thing (or its nearest): a built-in peer, run where installed, or one of
+    /// [`BROUGHT`], run when the user brings it with `--peer NAME@MODEL=COMMAND`.
     pub peer: Option<&'static str>,
     /// Requests a second as printed: without keep-alive, with it (`None`: not run, or cut
     /// from the copy).
@@ -124,13 +136,17 @@ pub enum Finding {
     DependsOnKeepAlive,
     /// A ratio: the same direction, another size.
     Differs,
-    /// The servers cost the same per request (within [`EVEN`]): neither is above.
+    /// The servers cost the same per request (within [`EVEN`], or the two halves of the
+    /// repetitions order them differently): neither is above.
     Even,
     /// A row it needs has no model here, or was not measured.
     NotReplayed,
     /// The post's machine decides it: its figure does not carry to this one (a client
     /// that could not fill 12 CPUs fills one).
     DependsOnMachine,
+    /// It holds with the database on the server's CPU, as the post's was, and not with
+    /// the database on CPUs of its own (or the other way).
+    DependsOnDatabase,
 }
 
 impl Finding {
@@ -141,9 +157,10 @@ impl Finding {
             Finding::ClientArtefact => "an artefact of the client",
             Finding::DependsOnKeepAlive => "depends on keep-alive",
             Finding::Differs => "differs in size",
-            Finding::Even => "even: the same cost per request within 5 %",
+            Finding::Even => "even: the same cost per request (within 5 %, or the repetitions' two halves disagree)",
             Finding::NotReplayed => "not replayed",
             Finding::DependsOnMachine => "depends on the machine",
+            Finding::DependsOnDatabase => "depends on where the database runs",
         }
     }
 }
@@ -162,35 +179,80 @@ pub struct Measured {
     /// Server CPU µs per request: the figure that ranks servers when the client is the
     /// bottleneck.
     pub cpu_us: Option<f64>,
+    /// The CPU figure of the odd and of the even repetitions apart ([`Cell::pooled_halves`]).
+    pub halves: Option<(f64, f64)>,
     pub verdict: Verdict,
 }
 
-/// The cell that replays `row` of a post in `keep_alive`: the model's (or, with `peer`,
-/// the peer's) at the row's stack and workers.
+/// Which replay of a row a figure is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The model that stands for the server, as the post ran it.
+    Model,
+    /// The real server: a built-in peer, or one the user brought ([`BROUGHT`]).
+    Original,
+    /// The model with the database on CPUs of its own, not the server's (a pg post).
+    DbApart,
+}
+
+/// The closed-loop cell that replays `row` of a post in `keep_alive` on `side`: the
+/// model's at the row's stack and workers, or the original's at its workers.
 pub fn cell_of<'a>(
     cells: &'a [Cell],
     post: &str,
     row: &Row,
     keep_alive: bool,
-    peer: bool,
+    side: Side,
 ) -> Option<&'a Cell> {
-    let name = if peer { row.peer? } else { row.model? };
+    let name = match side {
+        Side::Original => row.peer?,
+        Side::Model | Side::DbApart => row.model?,
+    };
     cells.iter().find(|c| {
         c.post.as_deref() == Some(post)
+            && c.rate.is_none()
+            && c.db_apart == (side == Side::DbApart)
             && c.variant == name
             && c.keep_alive == keep_alive
             && c.workers == row.workers
-            && (peer || c.stack == row.stack)
+            && (side == Side::Original || c.stack == row.stack)
     })
 }
 
-/// The model's figures for `row` in `keep_alive`, when measured.
-pub fn measured(cells: &[Cell], post: &str, row: &Row, keep_alive: bool) -> Option<Measured> {
-    let cell = cell_of(cells, post, row, keep_alive, false)?;
+/// The open-loop probes of `row`'s capacity search on `side` (model or original), in the
+/// post's keep-alive mode.
+pub fn probes_of<'a>(cells: &'a [Cell], post: &Post, row: &Row, side: Side) -> Vec<&'a Cell> {
+    let name = match side {
+        Side::Original => row.peer,
+        Side::Model | Side::DbApart => row.model,
+    };
+    cells
+        .iter()
+        .filter(|c| {
+            c.post.as_deref() == Some(post.name)
+                && c.rate.is_some()
+                && Some(c.variant.as_str()) == name
+                && c.keep_alive == post.keep_alive[0]
+                && c.workers == row.workers
+                && (side == Side::Original || c.stack == row.stack)
+        })
+        .collect()
+}
+
+/// `side`'s figures for `row` in `keep_alive`, when measured.
+pub fn measured(
+    cells: &[Cell],
+    post: &str,
+    row: &Row,
+    keep_alive: bool,
+    side: Side,
+) -> Option<Measured> {
+    let cell = cell_of(cells, post, row, keep_alive, side)?;
     let run = cell.median()?;
     Some(Measured {
         rps: run.outcome.rps,
         cpu_us: cell.pooled_cpu_us(),
+        halves: cell.pooled_halves(),
         verdict: run.verdict,
     })
 }
@@ -205,18 +267,72 @@ impl Post {
 }
 
 /// The replay's verdict on `claim` of `post`, from the models' cells (both keep-alive
-/// modes: the post's and the one it did not run).
+/// modes: the post's and the one it did not run) — and, for a post on a database, from
+/// the models' cells with the database on CPUs of its own: a claim that holds in one
+/// place and not the other depends on where the database runs.
 pub fn judge(post: &Post, claim: &Claim, cells: &[Cell]) -> Judged {
-    let get = |key: &str, ka: bool| measured(cells, post.name, post.row(key), ka);
-    // Every row's figures, or why the claim is not replayed: a row no model stands for
+    let as_posted = judge_on(post, claim, cells, Side::Model);
+    let (keys, keep_alive) = match *claim {
+        Claim::Above { a, b, keep_alive } => (vec![a, b], keep_alive),
+        Claim::Order { rows, keep_alive } => (rows.to_vec(), keep_alive),
+        Claim::Ratio { .. } | Claim::ClientBound { .. } => return as_posted,
+    };
+    let apart: Option<Vec<Measured>> = keys
+        .iter()
+        .map(|k| measured(cells, post.name, post.row(k), keep_alive, Side::DbApart))
+        .collect();
+    let Some(apart) = apart else {
+        return as_posted;
+    };
+    // Apart, the server waits for a database that has its own CPU: what it serves, not
+    // what its CPU costs, decides (waiting can overlap other requests now).
+    let by_rate = chain(apart.windows(2).map(|w| Some(compare_rates(&w[0], &w[1]))));
+    let figures = format!(
+        "with the database on CPUs of its own: {}",
+        keys.iter()
+            .zip(&apart)
+            .map(|(k, m)| format!("{k} {:.0} req/s", m.rps))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let finding = match (as_posted.finding, by_rate) {
+        (Finding::Holds, Some(Cost::Dearer)) | (Finding::Reversed, Some(Cost::Cheaper)) => {
+            Finding::DependsOnDatabase
+        }
+        (f, _) => f,
+    };
+    Judged {
+        finding,
+        because: format!("{}; {figures}", as_posted.because),
+    }
+}
+
+/// The verdict on `claim` from the real servers' cells (built-in peers, or those the user
+/// brought), when every row it names had one here.
+pub fn judge_originals(post: &Post, claim: &Claim, cells: &[Cell]) -> Option<Judged> {
+    let j = judge_on(post, claim, cells, Side::Original);
+    (j.finding != Finding::NotReplayed).then_some(j)
+}
+
+/// The verdict on `claim` from `side`'s cells.
+fn judge_on(post: &Post, claim: &Claim, cells: &[Cell], side: Side) -> Judged {
+    let get = |key: &str, ka: bool| measured(cells, post.name, post.row(key), ka, side);
+    // Every row's figures, or why the claim is not replayed: a row nothing stands for
     // says so before one that was only not measured.
     let all = |keys: &[&str], ka: bool| -> Result<Vec<Measured>, Judged> {
         let not_replayed = |because| Judged {
             finding: Finding::NotReplayed,
             because,
         };
-        if let Some(row) = keys.iter().map(|k| post.row(k)).find(|r| r.model.is_none()) {
+        let rows = keys.iter().map(|k| post.row(k));
+        if let Some(row) = rows.clone().find(|r| r.model.is_none()) {
             return Err(not_replayed(format!("{}: {}", row.server, row.why)));
+        }
+        if let Some(row) = rows
+            .clone()
+            .find(|r| side == Side::Original && r.peer.is_none())
+        {
+            return Err(not_replayed(format!("no real {} here", row.server)));
         }
         keys.iter()
             .map(|k| {
@@ -376,16 +492,33 @@ enum Cost {
     Dearer,
 }
 
-/// `a`'s server CPU per request against `b`'s (`None`: a figure is missing).
+/// `a`'s server CPU per request against `b`'s (`None`: a figure is missing): even within
+/// [`EVEN`], or when the odd and the even repetitions order them differently (the
+/// difference is the repetitions' noise, not the servers').
 fn compare(a: &Measured, b: &Measured) -> Option<Cost> {
     let (x, y) = (a.cpu_us?, b.cpu_us?);
-    Some(if (x - y).abs() <= EVEN * x.max(y) {
+    let halves_disagree = a
+        .halves
+        .zip(b.halves)
+        .is_some_and(|((a0, a1), (b0, b1))| (a0 < b0) != (x < y) || (a1 < b1) != (x < y));
+    Some(if (x - y).abs() <= EVEN * x.max(y) || halves_disagree {
         Cost::Even
     } else if x < y {
         Cost::Cheaper
     } else {
         Cost::Dearer
     })
+}
+
+/// `a`'s req/s against `b`'s, as a cost: `Cheaper` when `a` serves more (beyond [`EVEN`]).
+fn compare_rates(a: &Measured, b: &Measured) -> Cost {
+    if (a.rps - b.rps).abs() <= EVEN * a.rps.max(b.rps) {
+        Cost::Even
+    } else if a.rps > b.rps {
+        Cost::Cheaper
+    } else {
+        Cost::Dearer
+    }
 }
 
 /// A ranking's pairs, each fastest-first, as one comparison: dearer if any pair is,
@@ -490,12 +623,12 @@ pub const POSTS: &[Post] = &[
         workers_note: "the post's worker counts as given (12, 5, 2), on this machine's server CPUs: 12 workers are 12 processes (or threads) sharing them, not 12 CPUs",
         cpu_cap_pct: None,
         rows: &[
-            Row { key: "swoole-12", server: "Swoole Co\\Http\\Server, 12 processes", workers: 12, model: Some("coroutine-reuseport"), stack: "raw", peer: None, published: [None, Some(127_441.95)], why: "" },
+            Row { key: "swoole-12", server: "Swoole Co\\Http\\Server, 12 processes", workers: 12, model: Some("coroutine-reuseport"), stack: "raw", peer: Some("swoole-co"), published: [None, Some(127_441.95)], why: "" },
             Row { key: "go-12", server: "Go net/http, GOMAXPROCS 12", workers: 12, model: Some("work-stealing"), stack: "raw", peer: Some("go-nethttp"), published: [None, Some(121_575.23)], why: "" },
             Row { key: "mix-12", server: "MixPHP on Swoole, 12 processes", workers: 12, model: Some("coroutine-reuseport"), stack: "framework", peer: None, published: [None, Some(110_050.47)], why: "" },
             Row { key: "mix-5", server: "MixPHP on Swoole, 5 processes", workers: 5, model: Some("coroutine-reuseport"), stack: "framework", peer: None, published: [None, Some(114_070.87)], why: "" },
             Row { key: "beego-12", server: "Beego, GOMAXPROCS 12", workers: 12, model: Some("work-stealing"), stack: "framework", peer: None, published: [None, Some(107_428.35)], why: "" },
-            Row { key: "swoole-2", server: "Swoole Co\\Http\\Server, 2 processes", workers: 2, model: Some("coroutine-reuseport"), stack: "raw", peer: None, published: [None, Some(136_426.58)], why: "" },
+            Row { key: "swoole-2", server: "Swoole Co\\Http\\Server, 2 processes", workers: 2, model: Some("coroutine-reuseport"), stack: "raw", peer: Some("swoole-co"), published: [None, Some(136_426.58)], why: "" },
             Row { key: "go-2", server: "Go net/http, GOMAXPROCS 2", workers: 2, model: Some("work-stealing"), stack: "raw", peer: Some("go-nethttp"), published: [None, Some(106_834.75)], why: "" },
             Row { key: "mix-2", server: "MixPHP on Swoole, 2 processes", workers: 2, model: Some("coroutine-reuseport"), stack: "framework", peer: None, published: [None, Some(53_856.21)], why: "" },
             Row { key: "beego-2", server: "Beego, GOMAXPROCS 2", workers: 2, model: Some("work-stealing"), stack: "framework", peer: None, published: [None, Some(54_547.49)], why: "" },
@@ -552,10 +685,10 @@ pub const POSTS: &[Post] = &[
         cpu_cap_pct: None,
         rows: &[
             Row { key: "go", server: "Go net/http", workers: 4, model: Some("work-stealing"), stack: "raw", peer: Some("go-nethttp"), published: [Some(19_995.0), Some(98_546.0)], why: "" },
-            Row { key: "workerman", server: "Workerman", workers: 1, model: Some("prefork-eventloop"), stack: "raw", peer: None, published: [Some(30_120.0), Some(125_986.0)], why: "" },
-            Row { key: "webman", server: "webman (a framework on Workerman)", workers: 1, model: Some("prefork-eventloop"), stack: "framework", peer: None, published: [Some(29_301.0), Some(85_938.0)], why: "" },
-            Row { key: "swoole-base", server: "Swoole Http\\Server, SWOOLE_BASE", workers: 1, model: Some("prefork-eventloop"), stack: "raw", peer: None, published: [Some(25_836.0), Some(73_304.0)], why: "" },
-            Row { key: "swoole-co", server: "Swoole Coroutine\\Http\\Server", workers: 1, model: Some("coroutine-reuseport"), stack: "raw", peer: None, published: [Some(27_093.0), Some(54_596.0)], why: "" },
+            Row { key: "workerman", server: "Workerman", workers: 1, model: Some("prefork-eventloop"), stack: "raw", peer: Some("workerman"), published: [Some(30_120.0), Some(125_986.0)], why: "" },
+            Row { key: "webman", server: "webman (a framework on Workerman)", workers: 1, model: Some("prefork-eventloop"), stack: "framework", peer: Some("webman"), published: [Some(29_301.0), Some(85_938.0)], why: "" },
+            Row { key: "swoole-base", server: "Swoole Http\\Server, SWOOLE_BASE", workers: 1, model: Some("prefork-eventloop"), stack: "raw", peer: Some("swoole-base"), published: [Some(25_836.0), Some(73_304.0)], why: "" },
+            Row { key: "swoole-co", server: "Swoole Coroutine\\Http\\Server", workers: 1, model: Some("coroutine-reuseport"), stack: "raw", peer: Some("swoole-co"), published: [Some(27_093.0), Some(54_596.0)], why: "" },
         ],
         not_rerun: "",
         conclusions: &[
@@ -582,7 +715,7 @@ pub const POSTS: &[Post] = &[
         rows: &[
             Row { key: "php55", server: "nginx + php-fpm, PHP 5.5 (no opcache), 4 processes", workers: 4, model: Some("reactor-workers/sync"), stack: "raw", peer: Some("php-fpm"), published: [Some(864.41), None], why: "" },
             Row { key: "php7", server: "nginx + php-fpm, PHP 7 (opcache), 4 processes", workers: 4, model: Some("reactor-workers/sync"), stack: "raw", peer: Some("php-fpm"), published: [Some(1_715.17), None], why: "" },
-            Row { key: "swoole", server: "Swoole Http\\Server (SWOOLE_PROCESS), 4 workers", workers: 4, model: Some("reactor-workers"), stack: "raw", peer: None, published: [Some(7_550.65), None], why: "" },
+            Row { key: "swoole", server: "Swoole Http\\Server (SWOOLE_PROCESS), 4 workers", workers: 4, model: Some("reactor-workers"), stack: "raw", peer: Some("swoole-process"), published: [Some(7_550.65), None], why: "" },
             Row { key: "openresty", server: "openresty 1.9.15", workers: 1, model: Some("prefork-eventloop"), stack: "raw", peer: Some("nginx"), published: [Some(10_629.36), None], why: "" },
         ],
         not_rerun: "PHP 5.5 and PHP 7 are one model here: their 2× is the language's, which the models do not vary.",
@@ -607,9 +740,9 @@ pub const POSTS: &[Post] = &[
         cpu_cap_pct: None,
         rows: &[
             Row { key: "php-fpm", server: "php-fpm", workers: 5, model: Some("reactor-workers/sync"), stack: "raw", peer: Some("php-fpm"), published: [Some(3_822.12), None], why: "" },
-            Row { key: "webman", server: "Workerman (webman)", workers: 1, model: Some("prefork-eventloop"), stack: "framework", peer: None, published: [Some(8_198.21), None], why: "" },
-            Row { key: "swoole-async", server: "Swoole asynchronous Http\\Server", workers: 1, model: Some("reactor-workers"), stack: "raw", peer: None, published: [Some(8_730.33), None], why: "" },
-            Row { key: "swoole-co", server: "Swoole coroutine server", workers: 1, model: Some("coroutine-reuseport"), stack: "raw", peer: None, published: [Some(9_453.09), None], why: "" },
+            Row { key: "webman", server: "Workerman (webman)", workers: 1, model: Some("prefork-eventloop"), stack: "framework", peer: Some("webman"), published: [Some(8_198.21), None], why: "" },
+            Row { key: "swoole-async", server: "Swoole asynchronous Http\\Server", workers: 1, model: Some("reactor-workers"), stack: "raw", peer: Some("swoole-process"), published: [Some(8_730.33), None], why: "" },
+            Row { key: "swoole-co", server: "Swoole coroutine server", workers: 1, model: Some("coroutine-reuseport"), stack: "raw", peer: Some("swoole-co"), published: [Some(9_453.09), None], why: "" },
             Row { key: "go", server: "Go net/http", workers: 1, model: Some("work-stealing"), stack: "raw", peer: Some("go-nethttp"), published: [Some(8_746.31), None], why: "" },
         ],
         not_rerun: "webbench -c 100 -t 30, printed beside ab: php-fpm 105,472, webman 233,348, Swoole async 245,974, Swoole coroutine 271,142, Go 249,192 requests in 30 s (the same order as ab's).",
@@ -692,7 +825,10 @@ mod tests {
                     variants::Variant::named(m);
                 }
                 if let Some(p) = r.peer {
-                    assert!(variants::peers::BUILTIN.iter().any(|b| b.name == p), "{p}");
+                    // A built-in peer, or an original the user brings beside the row's model.
+                    let builtin = variants::peers::BUILTIN.iter().any(|b| b.name == p);
+                    let brought = BROUGHT.iter().any(|&(n, m)| n == p && Some(m) == r.model);
+                    assert!(builtin || brought, "{p}");
                 }
                 assert!(r.model.is_some() || !r.why.is_empty(), "{}", r.key);
             }
@@ -993,5 +1129,156 @@ mod tests {
             judge(post, &post.conclusions[1].claim, &far).finding,
             Finding::Differs
         );
+    }
+
+    /// A cell of `post` with four repetitions at these CPU figures (10,000 req/s each).
+    fn four(post: &str, variant: &str, workers: usize, cpus: [f64; 4]) -> Cell {
+        let runs = cpus
+            .map(|c| Run {
+                verdict: Verdict::ServerBound,
+                ..Run::sample(10_000.0, c)
+            })
+            .to_vec();
+        Cell {
+            stack: "raw".into(),
+            workers,
+            keep_alive: false,
+            connections: 200,
+            client: Client::Ab,
+            post: Some(post.into()),
+            ..Cell::sample(variant, runs)
+        }
+    }
+
+    /// 20 % apart is beyond the 5 % rule; but when the odd repetitions put one server
+    /// first and the even ones the other, the difference is the repetitions' noise.
+    #[test]
+    fn halves_that_disagree_make_a_difference_even() {
+        let post = named("one-process").unwrap();
+        let above = Claim::Above {
+            a: "workerman",
+            b: "go",
+            keep_alive: false,
+        };
+        let go = four("one-process", "work-stealing", 4, [24.0; 4]);
+        let noisy = [
+            four(
+                "one-process",
+                "prefork-eventloop",
+                1,
+                [10.0, 30.0, 10.0, 30.0],
+            ),
+            go.clone(),
+        ];
+        let j = judge(post, &above, &noisy);
+        assert_eq!(j.finding, Finding::Even, "{j:?}");
+        let steady = [four("one-process", "prefork-eventloop", 1, [20.0; 4]), go];
+        assert_eq!(judge(post, &above, &steady).finding, Finding::Holds);
+    }
+
+    /// Post B's order is reversed by the servers' cost with the database on their CPU, and
+    /// holds by what they serve with it on CPUs of its own: it depends on where it runs.
+    #[test]
+    fn an_order_that_moving_the_database_reverses_depends_on_it() {
+        let post = named("python-db").unwrap();
+        let claim = post.conclusions[1].claim;
+        let at = |variant: &str, rps: f64, cpu: f64, apart: bool| Cell {
+            db_apart: apart,
+            ..cell(
+                "python-db",
+                variant,
+                "raw",
+                1,
+                false,
+                rps,
+                cpu,
+                Verdict::ServerBound,
+            )
+        };
+        let mut cells = vec![
+            at("coroutine-reuseport", 391.0, 229.5, false),
+            at("reactor-workers/sync", 634.0, 229.0, false),
+            at("prefork-blocking", 771.0, 177.0, false),
+        ];
+        assert_eq!(judge(post, &claim, &cells).finding, Finding::Reversed);
+        cells.extend([
+            at("coroutine-reuseport", 1_500.0, 200.0, true),
+            at("reactor-workers/sync", 900.0, 210.0, true),
+            at("prefork-blocking", 850.0, 170.0, true),
+        ]);
+        let j = judge(post, &claim, &cells);
+        assert_eq!(j.finding, Finding::DependsOnDatabase, "{j:?}");
+        assert!(
+            j.because
+                .contains("with the database on CPUs of its own: gevent-amysql 1500 req/s"),
+            "{j:?}"
+        );
+        // Apart the same order as by the cost: it does not depend on the database.
+        cells[3] = at("coroutine-reuseport", 600.0, 200.0, true);
+        cells[5] = at("prefork-blocking", 1_200.0, 170.0, true);
+        assert_eq!(judge(post, &claim, &cells).finding, Finding::Reversed);
+    }
+
+    /// The real servers get their own verdict when every row the claim names had one.
+    #[test]
+    fn the_originals_are_judged_apart_from_the_models() {
+        let post = named("one-process").unwrap();
+        let above = Claim::Above {
+            a: "workerman",
+            b: "go",
+            keep_alive: false,
+        };
+        let models = [
+            cell(
+                "one-process",
+                "prefork-eventloop",
+                "raw",
+                1,
+                false,
+                30_000.0,
+                20.0,
+                Verdict::ServerBound,
+            ),
+            cell(
+                "one-process",
+                "work-stealing",
+                "raw",
+                4,
+                false,
+                20_000.0,
+                30.0,
+                Verdict::ServerBound,
+            ),
+        ];
+        assert_eq!(judge_originals(post, &above, &models), None);
+        let mut cells = models.to_vec();
+        cells.push(cell(
+            "one-process",
+            "workerman",
+            "raw",
+            1,
+            false,
+            9_000.0,
+            90.0,
+            Verdict::ServerBound,
+        ));
+        assert_eq!(
+            judge_originals(post, &above, &cells),
+            None,
+            "Go is not here"
+        );
+        cells.push(cell(
+            "one-process",
+            "go-nethttp",
+            "raw",
+            4,
+            false,
+            15_000.0,
+            45.0,
+            Verdict::ServerBound,
+        ));
+        let j = judge_originals(post, &above, &cells).unwrap();
+        assert_eq!(j.finding, Finding::Reversed, "{j:?}");
+        assert_eq!(judge(post, &above, &cells).finding, Finding::Holds);
     }
 }

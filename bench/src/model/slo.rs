@@ -11,6 +11,14 @@ pub const START: u32 = 1_000;
 /// Most probes per server: the search's bound in time (with `--duration 3`, about a
 /// minute a server).
 pub const MAX_PROBES: usize = 14;
+/// The latency target of the capacities a post's replay (`--post`) and a calibration
+/// (`--calibrate`) search beside their closed-loop cells, unless `--slo` says another: a
+/// page that answers within 10 ms at the 99th percentile.
+pub const CAPACITY_AT: Target = Target {
+    percentile: 99.0,
+    limit_ms: 10.0,
+};
+
 /// A latency target: a percentile and the most it may be.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Target {
@@ -88,6 +96,16 @@ impl Target {
     }
 }
 
+/// The highest rate among `probes` that kept `target`: a search's capacity (`None`: none
+/// kept it).
+pub fn capacity<'a>(target: &Target, probes: impl IntoIterator<Item = &'a Cell>) -> Option<u32> {
+    probes
+        .into_iter()
+        .filter(|c| target.kept(c).is_ok())
+        .filter_map(|c| c.rate)
+        .max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +120,26 @@ mod tests {
         assert!("p99=5".parse::<Target>().is_err());
         assert!("99=5ms".parse::<Target>().is_err());
         assert!("p99=-1ms".parse::<Target>().is_err());
+    }
+
+    #[test]
+    fn a_capacity_is_the_highest_rate_that_kept_the_target() {
+        let t: Target = "p99=10ms".parse().unwrap();
+        let probe = |rate: u32, p99: f64| {
+            let mut run = crate::model::cell::Run::sample(f64::from(rate), 10.0);
+            run.outcome.p99_ms = Some(p99);
+            Cell {
+                rate: Some(rate),
+                ..Cell::sample("prefork-eventloop", vec![run])
+            }
+        };
+        let probes = [
+            probe(1_000, 1.0),
+            probe(4_000, 9.0),
+            probe(8_000, 30.0),
+            probe(2_000, 2.0),
+        ];
+        assert_eq!(capacity(&t, &probes), Some(4_000));
+        assert_eq!(capacity(&t, &probes[2..3]), None);
     }
 }

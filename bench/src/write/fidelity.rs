@@ -7,15 +7,18 @@ use variants::peers::{Peer, Workers};
 
 use crate::model::cell::Cell;
 use crate::model::fidelity::{
-    agree, sig, skew, sleep_prediction, Signature, BALANCE_WORKERS, TOLERANCE,
+    agree, calibration, hello_cpu, sig, skew, sleep_prediction, Signature, BALANCE_WORKERS,
+    TOLERANCE,
 };
+use crate::model::slo::{capacity, Target};
 
-/// `name`'s measured cell of signature `s`, or why there is none.
+/// `name`'s measured (closed-loop) cell of signature `s`, or why there is none.
 fn find<'a>(cells: &'a [Cell], name: &str, s: Signature) -> Result<&'a Cell, String> {
     let cell = cells
         .iter()
         .find(|c| {
             c.variant == name
+                && c.rate.is_none()
                 && c.workload == s.workload
                 && c.keep_alive == s.keep_alive
                 && c.workers == s.workers
@@ -43,6 +46,18 @@ fn mark(ok: bool) -> &'static str {
     }
 }
 
+/// The cells one row of a table reads: the original's as it ran, the model's as it ran
+/// with `work_us` µs of handler work (0: the raw model).
+fn pair_cells(cells: &[Cell], model: &str, work_us: u32, peer: &str) -> Vec<Cell> {
+    cells
+        .iter()
+        .filter(|c| {
+            (c.variant == peer && c.work_us == 0) || (c.variant == model && c.work_us == work_us)
+        })
+        .cloned()
+        .collect()
+}
+
 /// The fidelity table: one row per (model, peer) pair, for a run of `workers` workers
 /// on `server_cpus` CPUs at `connections` connections.
 pub fn table(
@@ -55,6 +70,96 @@ pub fn table(
     let mut out = String::new();
     out.push_str("| model | original | /sleep?ms=20 req/s: predicted · model · original | agree | keep-alive ÷ close: model · original | agree | balance, 2 workers, close: model · original | agree | /sum scaling 1 → N workers: predicted · model · original | agree | hello-world CPU µs/req: model · original | cost × |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---:|\n");
+    for (model, peer) in pairs {
+        let view = pair_cells(cells, model, 0, peer);
+        let c = signatures(&view, model, peer, workers, server_cpus, connections);
+        let _ = writeln!(out, "| {model} | {peer} | {} |", c.join(" | "));
+    }
+    out.push_str(&footnote(pairs, workers, server_cpus, connections));
+    out
+}
+
+/// `--calibrate`'s table: each pair's model given the original's extra hello-world cost
+/// as handler work (`--work-us`), every signature again beside the original's, the
+/// residual (what the cost alone does not explain: the original's CPU per request − the
+/// calibrated model's), and the capacity of both at `slo`.
+pub fn calibrated(
+    cells: &[Cell],
+    pairs: &[(&str, String)],
+    workers: usize,
+    server_cpus: usize,
+    connections: u32,
+    slo: &Target,
+) -> String {
+    let mut out = format!("| model + work | original | /sleep?ms=20 req/s: predicted · model · original | agree | keep-alive ÷ close: model · original | agree | balance, 2 workers, close: model · original | agree | /sum scaling 1 → N workers: predicted · model · original | agree | hello-world CPU µs/req: model · original | residual µs/req | capacity at {slo} (req/s): model · original | agree |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---:|---|---|\n");
+    for (model, peer) in pairs {
+        let work = match calibration(
+            hello_cpu(cells, model, 0, workers),
+            hello_cpu(cells, peer, 0, workers),
+        ) {
+            Ok(work) => work,
+            Err(why) => {
+                let _ = writeln!(
+                    out,
+                    "| {model} | {peer} | not calibrated: {why} |||||||||||"
+                );
+                continue;
+            }
+        };
+        let view = pair_cells(cells, model, work, peer);
+        let mut c = signatures(&view, model, peer, workers, server_cpus, connections);
+        // The cost column becomes the residual: what is left once the cost is equal.
+        let residual = hello_cpu(&view, peer, 0, workers)
+            .zip(hello_cpu(&view, model, work, workers))
+            .map_or("–".into(), |(p, m)| format!("{:+.1}", p - m));
+        c[9] = residual;
+        // The highest rate that kept the target, or below the lowest probed when none did.
+        let capacity_of = |name: &str| {
+            let probes: Vec<&Cell> = view
+                .iter()
+                .filter(|c| c.variant == name && c.rate.is_some())
+                .collect();
+            match capacity(slo, probes.iter().copied()) {
+                Some(rate) => Ok(rate),
+                None => Err(probes.iter().filter_map(|c| c.rate).min()),
+            }
+        };
+        let shown = |r: &Result<u32, Option<u32>>| match r {
+            Ok(rate) => rate.to_string(),
+            Err(Some(lowest)) => format!("< {lowest}"),
+            Err(None) => "–".into(),
+        };
+        let (cm, cp) = (capacity_of(model), capacity_of(peer));
+        let figures = format!("{} · {}", shown(&cm), shown(&cp));
+        let ok = match (cm, cp) {
+            (Ok(m), Ok(p)) => mark(agree(f64::from(m), f64::from(p))),
+            _ => "",
+        };
+        let _ = writeln!(
+            out,
+            "| {model} +{work} µs | {peer} | {} | {figures} | {ok} |",
+            c.join(" | ")
+        );
+    }
+    let _ = write!(
+        out,
+        "\nmodel + work: the model with `--work-us` = the original's hello-world CPU µs per request − the model's (keep-alive, {workers} worker(s)), so that both cost the same; every signature is the calibrated model's. residual: the original's CPU per request − the calibrated model's (what the cost alone does not explain). capacity: the highest offered rate (open loop, oha) whose p{} stays within {} ms, no errors, the rate reached.\n",
+        slo.percentile, slo.limit_ms
+    );
+    out
+}
+
+/// One pair's signature columns (figures, ✓/✗ in turn; the last two the hello-world CPU
+/// and the cost ×), read from `cells` — the pair's own.
+fn signatures(
+    cells: &[Cell],
+    model: &str,
+    peer: &str,
+    workers: usize,
+    server_cpus: usize,
+    connections: u32,
+) -> Vec<String> {
     let short = |e: &str| {
         let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
         if e.starts_with("n/a") {
@@ -80,75 +185,72 @@ pub fn table(
         Err(e) => (e, String::new()),
     };
     let here = sig("plaintext", true, workers);
-    for (model, peer) in pairs {
-        let sleep = shown(
-            both(model, peer, &|n| {
-                figures(cells, n, sig("sleep", true, workers)).map(|f| f.0)
-            })
-            .map(|(m, p)| {
-                let predicted = sleep_prediction(model, workers, connections);
-                (format!("{predicted:.0} · {m:.0} · {p:.0}"), agree(m, p))
-            }),
-        );
-        let ka = shown(
-            both(model, peer, &|n| {
-                let (on, _) = figures(cells, n, here)?;
-                let (off, _) = figures(cells, n, sig("plaintext", false, workers))?;
-                Ok(if off > 0.0 { on / off } else { 0.0 })
-            })
-            .map(|(m, p)| (format!("{m:.2} · {p:.2}"), agree(m, p))),
-        );
-        let balance = shown(
-            both(model, peer, &|n| {
-                let cell = find(cells, n, sig("plaintext", false, BALANCE_WORKERS))?;
-                if let Ok(Workers::Unseen(why)) = Peer::builtin(n).map(|p| p.workers_are) {
-                    return Err(format!("n/a ({why})"));
-                }
-                cell.worker_balance()
-                    .ok_or_else(|| "failed: no per-worker figures".to_string())
-            })
-            .map(|(m, p)| {
-                let (sm, sp) = (skew(m, BALANCE_WORKERS), skew(p, BALANCE_WORKERS));
-                (format!("{m:.2} · {p:.2}"), (sm - sp).abs() <= TOLERANCE)
-            }),
-        );
-        let scaling = if server_cpus < 2 {
-            (
-                format!("n/a (needs ≥ 2 server CPUs; this run has {server_cpus})"),
-                String::new(),
-            )
-        } else {
-            shown(
-                both(model, peer, &|n| {
-                    let (one, _) = figures(cells, n, sig("sum", true, 1))?;
-                    let (all, _) = figures(cells, n, sig("sum", true, server_cpus))?;
-                    Ok(if one > 0.0 { all / one } else { 0.0 })
-                })
-                .map(|(m, p)| (format!("{server_cpus} · {m:.2} · {p:.2}"), agree(m, p))),
-            )
-        };
-        let cost = match (figures(cells, model, here), figures(cells, peer, here)) {
-            (Ok((_, Some(m))), Ok((_, Some(p)))) if m > 0.0 => {
-                (format!("{m:.1} · {p:.1}"), format!("{:.1}", p / m))
+    let sleep = shown(
+        both(model, peer, &|n| {
+            figures(cells, n, sig("sleep", true, workers)).map(|f| f.0)
+        })
+        .map(|(m, p)| {
+            let predicted = sleep_prediction(model, workers, connections);
+            (format!("{predicted:.0} · {m:.0} · {p:.0}"), agree(m, p))
+        }),
+    );
+    let ka = shown(
+        both(model, peer, &|n| {
+            let (on, _) = figures(cells, n, here)?;
+            let (off, _) = figures(cells, n, sig("plaintext", false, workers))?;
+            Ok(if off > 0.0 { on / off } else { 0.0 })
+        })
+        .map(|(m, p)| (format!("{m:.2} · {p:.2}"), agree(m, p))),
+    );
+    let balance = shown(
+        both(model, peer, &|n| {
+            let cell = find(cells, n, sig("plaintext", false, BALANCE_WORKERS))?;
+            if let Ok(Workers::Unseen(why)) = Peer::builtin(n).map(|p| p.workers_are) {
+                return Err(format!("n/a ({why})"));
             }
-            (Err(e), _) | (_, Err(e)) => (short(&e), String::new()),
-            _ => ("–".into(), String::new()),
-        };
-        let _ = writeln!(
-            out,
-            "| {model} | {peer} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            sleep.0,
-            sleep.1,
-            ka.0,
-            ka.1,
-            balance.0,
-            balance.1,
-            scaling.0,
-            scaling.1,
-            cost.0,
-            cost.1
-        );
-    }
+            cell.worker_balance()
+                .ok_or_else(|| "failed: no per-worker figures".to_string())
+        })
+        .map(|(m, p)| {
+            let (sm, sp) = (skew(m, BALANCE_WORKERS), skew(p, BALANCE_WORKERS));
+            (format!("{m:.2} · {p:.2}"), (sm - sp).abs() <= TOLERANCE)
+        }),
+    );
+    let scaling = if server_cpus < 2 {
+        (
+            format!("n/a (needs ≥ 2 server CPUs; this run has {server_cpus})"),
+            String::new(),
+        )
+    } else {
+        shown(
+            both(model, peer, &|n| {
+                let (one, _) = figures(cells, n, sig("sum", true, 1))?;
+                let (all, _) = figures(cells, n, sig("sum", true, server_cpus))?;
+                Ok(if one > 0.0 { all / one } else { 0.0 })
+            })
+            .map(|(m, p)| (format!("{server_cpus} · {m:.2} · {p:.2}"), agree(m, p))),
+        )
+    };
+    let cost = match (figures(cells, model, here), figures(cells, peer, here)) {
+        (Ok((_, Some(m))), Ok((_, Some(p)))) if m > 0.0 => {
+            (format!("{m:.1} · {p:.1}"), format!("{:.1}", p / m))
+        }
+        (Err(e), _) | (_, Err(e)) => (short(&e), String::new()),
+        _ => ("–".into(), String::new()),
+    };
+    vec![
+        sleep.0, sleep.1, ka.0, ka.1, balance.0, balance.1, scaling.0, scaling.1, cost.0, cost.1,
+    ]
+}
+
+/// What the table's figures are, and the pairs' workers no balance can be read from.
+fn footnote(
+    pairs: &[(&str, String)],
+    workers: usize,
+    server_cpus: usize,
+    connections: u32,
+) -> String {
+    let mut out = String::new();
     let mut unseen: Vec<String> = Vec::new();
     for (_, peer) in pairs {
         if let Ok(Workers::Unseen(why)) = Peer::builtin(peer).map(|p| p.workers_are) {
@@ -261,5 +363,62 @@ mod tests {
         let text = table(&all, &[("prefork-eventloop", "nginx".into())], 1, 1, 64);
         assert!(text.contains("n/a (needs ≥ 2 server CPUs; this run has 1)"));
         assert!(text.contains("1.00 · 1.00 | ✓"), "{text}");
+    }
+
+    /// The model is given the original's extra cost, its row's figures are the calibrated
+    /// cells', the residual is what is left, and both capacities stand side by side; a
+    /// cheaper original cannot be calibrated, and says so.
+    #[test]
+    fn the_calibrated_table_gives_the_model_the_originals_cost() {
+        let at = |cells: Vec<Cell>, cpu: f64, work_us: u32| -> Vec<Cell> {
+            cells
+                .into_iter()
+                .map(|mut c| {
+                    for r in &mut c.runs {
+                        r.server_cpu_us_per_req = Some(cpu);
+                    }
+                    Cell { work_us, ..c }
+                })
+                .collect()
+        };
+        let probe = |name: &str, work_us: u32, rate: u32, p99: f64| {
+            let mut run = Run::sample(f64::from(rate), 5.0);
+            run.outcome.p99_ms = Some(p99);
+            Cell {
+                rate: Some(rate),
+                work_us,
+                ..Cell::sample(name, vec![run])
+            }
+        };
+        let mut all = at(server("prefork-eventloop", [3.0, 1.0], 1.9), 5.0, 0);
+        all.extend(at(server("nginx", [2.9, 1.1], 1.95), 30.0, 0));
+        all.extend(at(server("cheap", [1.0, 1.0], 2.0), 2.0, 0));
+        all.extend(at(server("prefork-eventloop", [3.0, 1.0], 1.9), 29.0, 25));
+        all.extend([
+            probe("prefork-eventloop", 25, 20_000, 3.0),
+            probe("prefork-eventloop", 25, 40_000, 30.0),
+            probe("prefork-eventloop", 0, 90_000, 3.0),
+            probe("nginx", 0, 24_000, 4.0),
+        ]);
+        let pairs = [
+            ("prefork-eventloop", "nginx".to_string()),
+            ("prefork-eventloop", "cheap".to_string()),
+        ];
+        let text = calibrated(&all, &pairs, 2, 2, 64, &"p99=10ms".parse().unwrap());
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("| prefork-eventloop +25 µs | nginx |"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            line.ends_with("| 29.0 · 30.0 | +1.0 | 20000 · 24000 | ✓ |"),
+            "{line}"
+        );
+        assert!(
+            text.contains("| prefork-eventloop | cheap | not calibrated: the original costs less"),
+            "{text}"
+        );
+        // The raw table reads the raw model, not the calibrated one.
+        let raw = table(&all, &pairs[..1], 2, 2, 64);
+        assert!(raw.contains("| 5.0 · 30.0 | 6.0 |"), "{raw}");
     }
 }

@@ -136,13 +136,19 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         });
     }
     // An --slo run's target, drawn across its curves when it is a p99 one.
-    let slo = meta["slo"]["percentile"]
-        .as_f64()
-        .zip(meta["slo"]["limit_ms"].as_f64())
-        .map(|(percentile, limit_ms)| crate::model::slo::Target {
-            percentile,
-            limit_ms,
-        });
+    let target = |v: &serde_json::Value| {
+        v["percentile"]
+            .as_f64()
+            .zip(v["limit_ms"].as_f64())
+            .map(|(percentile, limit_ms)| crate::model::slo::Target {
+                percentile,
+                limit_ms,
+            })
+    };
+    let slo = target(&meta["slo"]);
+    // The target of the capacities a replay (`--post`) or a calibration (`--calibrate`)
+    // searched beside its closed-loop cells: its own key, as such a run is no --slo run.
+    let capacity_at = target(&meta["capacity_at"]).unwrap_or(crate::model::slo::CAPACITY_AT);
     let slo_ms = slo.filter(|t| t.percentile == 99.0).map(|t| t.limit_ms);
     let mut latency = Vec::new();
     for (title, file, svg) in chart::latency_charts(cells, &colours, slo_ms)? {
@@ -299,7 +305,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             attack::table(&results.attack),
         );
     }
-    let posts = post::sections(cells);
+    let posts = post::sections(cells, &capacity_at);
     if !posts.is_empty() {
         sections.push(Section {
             id: "posts",
@@ -366,17 +372,32 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         let workers = meta["workers"].as_u64().unwrap_or(1) as usize;
         let server_cpus = meta["server_cpus"].as_array().map_or(1, Vec::len);
         let connections = meta["concurrency"][0].as_u64().unwrap_or(64) as u32;
+        let pairs = crate::model::fidelity::pairs(&peers, &beside);
         sections.push(Section {
             id: "fidelity",
             title: "The models beside the real systems",
             html: html(&fidelity::table(
                 cells,
-                &crate::model::fidelity::pairs(&peers, &beside),
+                &pairs,
                 workers,
                 server_cpus,
                 connections,
             )),
         });
+        if cells.iter().any(|c| c.work_us > 0) {
+            sections.push(Section {
+                id: "calibrated",
+                title: "The models calibrated to the originals' cost",
+                html: html(&fidelity::calibrated(
+                    cells,
+                    &pairs,
+                    workers,
+                    server_cpus,
+                    connections,
+                    &capacity_at,
+                )),
+            });
+        }
     }
     let by_name = table::by_name(cells);
     if !by_name.is_empty() {

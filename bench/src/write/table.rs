@@ -139,8 +139,13 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
 
     let mut rows = Vec::new();
     for cell in cells {
+        // A calibrated model (`--work-us`) beside its raw one: the µs it was given.
+        let variant = match cell.work_us {
+            0 => cell.variant.clone(),
+            us => format!("{} +{us} µs", cell.variant),
+        };
         let mut head = vec![
-            Entry::text(&cell.variant),
+            Entry::text(&variant),
             Entry::text(&cell.model),
             Entry::text(&cell.stack),
             Entry::figure(Some(cell.workers as f64), 0),

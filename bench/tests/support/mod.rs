@@ -22,7 +22,8 @@ pub fn bench_command(args: &[&str]) -> Command {
 
 /// A tiny HTTP/1.1 keep-alive server for the peer tests (Python's standard library, a
 /// thread per connection), written into `dir`: `python3 tiny.py HOST PORT` answers
-/// `hello, world!` on every path, without the headers archzoo's answers carry.
+/// `hello, world!` on every path, without the Content-Type archzoo's answers carry (the
+/// harness notes what a peer's answers lack).
 #[allow(dead_code)] // not every test file that shares this module runs a peer
 pub fn tiny_server(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
@@ -36,11 +37,17 @@ class Hello(http.server.BaseHTTPRequestHandler):
         body = b"hello, world!"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
+        # An HTTP/1.0 client that asked to keep the connection (ab -k) is told it is kept.
+        if "keep-alive" in self.headers.get("Connection", "").lower():
+            self.send_header("Connection", "keep-alive")
         self.end_headers()
         self.wfile.write(body)
     def log_message(self, *args):
         pass
-http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Hello).serve_forever()
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 1024  # the default 5 drops a connection-per-request client's SYNs
+    daemon_threads = True
+Server((sys.argv[1], int(sys.argv[2])), Hello).serve_forever()
 "#,
     )
     .unwrap();
