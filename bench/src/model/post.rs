@@ -219,8 +219,8 @@ pub fn cell_of<'a>(
     })
 }
 
-/// The open-loop probes of `row`'s capacity search on `side` (model or original), in the
-/// post's keep-alive mode.
+/// The open-loop probes of `row`'s capacity search on `side` (model or original), which
+/// keeps its connections alive whatever the post did.
 pub fn probes_of<'a>(cells: &'a [Cell], post: &Post, row: &Row, side: Side) -> Vec<&'a Cell> {
     let name = match side {
         Side::Original => row.peer,
@@ -232,7 +232,7 @@ pub fn probes_of<'a>(cells: &'a [Cell], post: &Post, row: &Row, side: Side) -> V
             c.post.as_deref() == Some(post.name)
                 && c.rate.is_some()
                 && Some(c.variant.as_str()) == name
-                && c.keep_alive == post.keep_alive[0]
+                && c.keep_alive
                 && c.workers == row.workers
                 && (side == Side::Original || c.stack == row.stack)
         })
