@@ -658,19 +658,14 @@ fn main() {
     let profiled = write::profile::profiled(&cells);
     print!("{}", write::profile::table(&profiled));
     if args.fidelity {
-        let (workers, server_cpus) = (plan.workers, plan.server_cpus.len());
-        let connections = args.concurrency[0];
-        let raw = write::fidelity::table(&cells, &pairs, workers, server_cpus, connections);
-        println!("{raw}");
+        let setup = write::fidelity::Setup {
+            workers: plan.workers,
+            server_cpus: plan.server_cpus.len(),
+            connections: args.concurrency[0],
+        };
+        println!("{}", write::fidelity::table(&cells, &pairs, setup));
         if args.calibrate {
-            let calibrated = write::fidelity::calibrated(
-                &cells,
-                &pairs,
-                workers,
-                server_cpus,
-                connections,
-                &capacity_at,
-            );
+            let calibrated = write::fidelity::calibrated(&cells, &pairs, setup, &capacity_at);
             println!("{calibrated}");
         }
     }

@@ -12,6 +12,16 @@ use crate::model::fidelity::{
 };
 use crate::model::slo::{capacity, Target};
 
+/// What a fidelity run gave its servers: every figure of its tables is read at these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    /// The servers' workers (the balance cell's are [`BALANCE_WORKERS`]).
+    pub workers: usize,
+    pub server_cpus: usize,
+    /// The client's connections.
+    pub connections: u32,
+}
+
 /// `name`'s measured (closed-loop) cell of signature `s`, or why there is none.
 fn find<'a>(cells: &'a [Cell], name: &str, s: Signature) -> Result<&'a Cell, String> {
     let cell = cells
@@ -58,24 +68,17 @@ fn pair_cells(cells: &[Cell], model: &str, work_us: u32, peer: &str) -> Vec<Cell
         .collect()
 }
 
-/// The fidelity table: one row per (model, peer) pair, for a run of `workers` workers
-/// on `server_cpus` CPUs at `connections` connections.
-pub fn table(
-    cells: &[Cell],
-    pairs: &[(&str, String)],
-    workers: usize,
-    server_cpus: usize,
-    connections: u32,
-) -> String {
+/// The fidelity table: one row per (model, peer) pair, for a run set up as `setup` says.
+pub fn table(cells: &[Cell], pairs: &[(&str, String)], setup: Setup) -> String {
     let mut out = String::new();
     out.push_str("| model | original | /sleep?ms=20 req/s: predicted · model · original | agree | keep-alive ÷ close: model · original | agree | balance, 2 workers, close: model · original | agree | /sum scaling 1 → N workers: predicted · model · original | agree | hello-world CPU µs/req: model · original | cost × |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---:|\n");
     for (model, peer) in pairs {
         let view = pair_cells(cells, model, 0, peer);
-        let c = signatures(&view, model, peer, workers, server_cpus, connections);
+        let c = signatures(&view, model, peer, setup);
         let _ = writeln!(out, "| {model} | {peer} | {} |", c.join(" | "));
     }
-    out.push_str(&footnote(pairs, workers, server_cpus, connections));
+    out.push_str(&footnote(pairs, setup));
     out
 }
 
@@ -83,14 +86,8 @@ pub fn table(
 /// as handler work (`--work-us`), every signature again beside the original's, the
 /// residual (what the cost alone does not explain: the original's CPU per request − the
 /// calibrated model's), and the capacity of both at `slo`.
-pub fn calibrated(
-    cells: &[Cell],
-    pairs: &[(&str, String)],
-    workers: usize,
-    server_cpus: usize,
-    connections: u32,
-    slo: &Target,
-) -> String {
+pub fn calibrated(cells: &[Cell], pairs: &[(&str, String)], setup: Setup, slo: &Target) -> String {
+    let workers = setup.workers;
     let mut out = format!("| model + work | original | /sleep?ms=20 req/s: predicted · model · original | agree | keep-alive ÷ close: model · original | agree | balance, 2 workers, close: model · original | agree | /sum scaling 1 → N workers: predicted · model · original | agree | hello-world CPU µs/req: model · original | residual µs/req | capacity at {slo} (req/s): model · original | agree |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---:|---|---|\n");
     for (model, peer) in pairs {
@@ -108,7 +105,7 @@ pub fn calibrated(
             }
         };
         let view = pair_cells(cells, model, work, peer);
-        let mut c = signatures(&view, model, peer, workers, server_cpus, connections);
+        let mut c = signatures(&view, model, peer, setup);
         // The cost column becomes the residual: what is left once the cost is equal.
         let residual = hello_cpu(&view, peer, 0, workers)
             .zip(hello_cpu(&view, model, work, workers))
@@ -152,14 +149,12 @@ pub fn calibrated(
 
 /// One pair's signature columns (figures, ✓/✗ in turn; the last two the hello-world CPU
 /// and the cost ×), read from `cells` — the pair's own.
-fn signatures(
-    cells: &[Cell],
-    model: &str,
-    peer: &str,
-    workers: usize,
-    server_cpus: usize,
-    connections: u32,
-) -> Vec<String> {
+fn signatures(cells: &[Cell], model: &str, peer: &str, setup: Setup) -> Vec<String> {
+    let Setup {
+        workers,
+        server_cpus,
+        connections,
+    } = setup;
     let short = |e: &str| {
         let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
         if e.starts_with("n/a") {
@@ -244,12 +239,12 @@ fn signatures(
 }
 
 /// What the table's figures are, and the pairs' workers no balance can be read from.
-fn footnote(
-    pairs: &[(&str, String)],
-    workers: usize,
-    server_cpus: usize,
-    connections: u32,
-) -> String {
+fn footnote(pairs: &[(&str, String)], setup: Setup) -> String {
+    let Setup {
+        workers,
+        server_cpus,
+        connections,
+    } = setup;
     let mut out = String::new();
     let mut unseen: Vec<String> = Vec::new();
     for (_, peer) in pairs {
@@ -276,6 +271,13 @@ mod tests {
     use crate::model::cell::Run;
     use crate::model::client::Client;
     use crate::model::fidelity::cells;
+
+    /// Two workers on two server CPUs at 64 connections.
+    const SETUP: Setup = Setup {
+        workers: 2,
+        server_cpus: 2,
+        connections: 64,
+    };
 
     /// A measured cell of signature `s`: `rps`, 5 µs a request, its workers' CPU.
     fn measured(name: &str, s: Signature, rps: f64, worker_cpu_secs: &[f64]) -> Cell {
@@ -315,7 +317,7 @@ mod tests {
             ("prefork-eventloop", "nginx".to_string()),
             ("prefork-eventloop", "node-cluster".to_string()),
         ];
-        let text = table(&all, &pairs, 2, 2, 64);
+        let text = table(&all, &pairs, SETUP);
         let row = |peer: &str| -> Vec<String> {
             let line = text
                 .lines()
@@ -341,7 +343,7 @@ mod tests {
     fn a_peer_whose_workers_cannot_be_told_apart_has_no_balance_figure() {
         let mut all = server("prefork-blocking", [1.0, 1.0], 2.0);
         all.extend(server("uwsgi", [3.9, 1.3], 2.0));
-        let text = table(&all, &[("prefork-blocking", "uwsgi".into())], 2, 2, 64);
+        let text = table(&all, &[("prefork-blocking", "uwsgi".into())], SETUP);
         let line = text.lines().find(|l| l.contains("| uwsgi |")).unwrap();
         assert!(line.contains("| n/a |  |"), "{line}");
         assert!(
@@ -360,7 +362,15 @@ mod tests {
                     .map(move |s| measured(n, s, 1.0, &[1.0, 1.0]))
             })
             .collect();
-        let text = table(&all, &[("prefork-eventloop", "nginx".into())], 1, 1, 64);
+        let text = table(
+            &all,
+            &[("prefork-eventloop", "nginx".into())],
+            Setup {
+                workers: 1,
+                server_cpus: 1,
+                connections: 64,
+            },
+        );
         assert!(text.contains("n/a (needs ≥ 2 server CPUs; this run has 1)"));
         assert!(text.contains("1.00 · 1.00 | ✓"), "{text}");
     }
@@ -404,7 +414,7 @@ mod tests {
             ("prefork-eventloop", "nginx".to_string()),
             ("prefork-eventloop", "cheap".to_string()),
         ];
-        let text = calibrated(&all, &pairs, 2, 2, 64, &"p99=10ms".parse().unwrap());
+        let text = calibrated(&all, &pairs, SETUP, &"p99=10ms".parse().unwrap());
         let line = text
             .lines()
             .find(|l| l.starts_with("| prefork-eventloop +25 µs | nginx |"))
@@ -418,7 +428,7 @@ mod tests {
             "{text}"
         );
         // The raw table reads the raw model, not the calibrated one.
-        let raw = table(&all, &pairs[..1], 2, 2, 64);
+        let raw = table(&all, &pairs[..1], SETUP);
         assert!(raw.contains("| 5.0 · 30.0 | 6.0 |"), "{raw}");
     }
 }

@@ -369,33 +369,22 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
                     .collect()
             })
             .unwrap_or_default();
-        let workers = meta["workers"].as_u64().unwrap_or(1) as usize;
-        let server_cpus = meta["server_cpus"].as_array().map_or(1, Vec::len);
-        let connections = meta["concurrency"][0].as_u64().unwrap_or(64) as u32;
+        let setup = fidelity::Setup {
+            workers: meta["workers"].as_u64().unwrap_or(1) as usize,
+            server_cpus: meta["server_cpus"].as_array().map_or(1, Vec::len),
+            connections: meta["concurrency"][0].as_u64().unwrap_or(64) as u32,
+        };
         let pairs = crate::model::fidelity::pairs(&peers, &beside);
         sections.push(Section {
             id: "fidelity",
             title: "The models beside the real systems",
-            html: html(&fidelity::table(
-                cells,
-                &pairs,
-                workers,
-                server_cpus,
-                connections,
-            )),
+            html: html(&fidelity::table(cells, &pairs, setup)),
         });
         if cells.iter().any(|c| c.work_us > 0) {
             sections.push(Section {
                 id: "calibrated",
                 title: "The models calibrated to the originals' cost",
-                html: html(&fidelity::calibrated(
-                    cells,
-                    &pairs,
-                    workers,
-                    server_cpus,
-                    connections,
-                    &capacity_at,
-                )),
+                html: html(&fidelity::calibrated(cells, &pairs, setup, &capacity_at)),
             });
         }
     }
