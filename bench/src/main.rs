@@ -652,8 +652,14 @@ fn main() {
         let calibrated = modes::fidelity::calibrate(&plan, &pairs, &originals, &cells, &how);
         cells.extend(calibrated);
     }
-    let closed: Vec<_> = cells.iter().filter(|c| c.rate.is_none()).cloned().collect();
-    println!("{}", write::table::markdown(&closed));
+    // The matrix's cells (a --rate run's open-loop ones too), not --calibrate's capacity
+    // probes: those are the calibrated table's.
+    let shown: Vec<_> = cells
+        .iter()
+        .filter(|c| !args.calibrate || c.rate.is_none())
+        .cloned()
+        .collect();
+    println!("{}", write::table::markdown(&shown));
     print!("{}", write::link::table(&cells));
     let profiled = write::profile::profiled(&cells);
     print!("{}", write::profile::table(&profiled));
