@@ -471,7 +471,7 @@ fn main() {
             quick: args.quick,
             link: links[0],
             brought: &peers,
-            slo: args.slo.unwrap_or(bench::model::slo::CAPACITY_AT),
+            slo: capacity_at(&args),
         };
         let mut cells = Vec::new();
         for post in &posts {
@@ -490,12 +490,6 @@ fn main() {
         let mut meta = meta(&args, &plan, &peers);
         meta["client"] = "ab, as the posts ran it; oha for the capacities".into();
         meta["posts"] = posts.iter().map(|p| p.name).collect::<Vec<_>>().into();
-        // The capacities' target under its own key: a replay is no --slo run.
-        meta["slo"] = serde_json::Value::Null;
-        meta["capacity_at"] = serde_json::json!({
-            "percentile": replay.slo.percentile,
-            "limit_ms": replay.slo.limit_ms,
-        });
         write_results(
             &args.out.join(timestamp()),
             &Results {
@@ -639,14 +633,14 @@ fn main() {
         &beside(&peers),
     );
     // --calibrate: each pair's model again at the original's cost, and both's capacity.
-    let capacity_at = args.slo.unwrap_or(bench::model::slo::CAPACITY_AT);
+    let capacity_target = capacity_at(&args);
     if args.calibrate {
         let originals: Vec<Target> = peers.iter().cloned().map(Target::Peer).collect();
         let how = modes::fidelity::Calibrate {
             stack: stacks[0],
             connections: args.concurrency[0],
             link: links[0],
-            slo: &capacity_at,
+            slo: &capacity_target,
             quick: args.quick,
         };
         let calibrated = modes::fidelity::calibrate(&plan, &pairs, &originals, &cells, &how);
@@ -671,7 +665,7 @@ fn main() {
         };
         println!("{}", write::fidelity::table(&cells, &pairs, setup));
         if args.calibrate {
-            let calibrated = write::fidelity::calibrated(&cells, &pairs, setup, &capacity_at);
+            let calibrated = write::fidelity::calibrated(&cells, &pairs, setup, &capacity_target);
             println!("{calibrated}");
         }
     }
@@ -928,18 +922,20 @@ fn write_results(dir: &Path, results: &Results) {
     }
 }
 
+/// The latency target of the capacities `--post` and `--calibrate` search beside their
+/// closed-loop cells: `--slo`'s, else p99 ≤ 10 ms.
+fn capacity_at(args: &Args) -> bench::model::slo::Target {
+    args.slo.unwrap_or(bench::model::slo::CAPACITY_AT)
+}
+
 /// The run's set-up, as results.json keeps it: the machine, the versions, the command.
 fn meta(args: &Args, plan: &Plan, peers: &[Peer]) -> serde_json::Value {
+    let capacities_beside = args.post.is_some() || args.calibrate;
     serde_json::json!({
-        // An --slo run's target; with --calibrate it is the capacities' (`capacity_at`).
-        "slo": args.slo.filter(|_| !args.fidelity).map(|t| serde_json::json!({
-            "percentile": t.percentile,
-            "limit_ms": t.limit_ms,
-        })),
-        "capacity_at": args.calibrate.then(|| {
-            let t = args.slo.unwrap_or(bench::model::slo::CAPACITY_AT);
-            serde_json::json!({ "percentile": t.percentile, "limit_ms": t.limit_ms })
-        }),
+        // An --slo run's target; with --post or --calibrate, --slo is the target of the
+        // capacities they search beside their closed-loop cells (`capacity_at`).
+        "slo": args.slo.filter(|_| !capacities_beside),
+        "capacity_at": capacities_beside.then(|| capacity_at(args)),
         "machine": procfs::machine(),
         "argv": std::env::args().collect::<Vec<_>>(),
         "started_at": chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),

@@ -61,6 +61,15 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The µs of handler work `target` runs with: the plan's for a model; a peer runs as it
+    /// is (it has no such handler).
+    pub fn work_us_of(&self, target: &Target) -> u32 {
+        match target {
+            Target::Model(_) => self.work_us,
+            _ => 0,
+        }
+    }
+
     /// Where the server of a cell over `link` runs: a test host, this machine on a real
     /// network's address, or (`None`) this machine's loopback.
     pub fn server_host(&self, link: Link) -> Option<&Host> {
@@ -176,11 +185,7 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         link,
         post: None,
         db_apart: false,
-        // Only a model has the handler to spend it in (a peer runs as it is).
-        work_us: match target {
-            Target::Model(_) => plan.work_us,
-            _ => 0,
-        },
+        work_us: plan.work_us_of(target),
         runs: Vec::new(),
         failure: None,
         server_command: None,

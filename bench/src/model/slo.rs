@@ -19,8 +19,9 @@ pub const CAPACITY_AT: Target = Target {
     limit_ms: 10.0,
 };
 
-/// A latency target: a percentile and the most it may be.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A latency target: a percentile and the most it may be (in results.json's meta as
+/// `{"percentile", "limit_ms"}`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Target {
     /// 50, 90, 99 or 99.9.
     pub percentile: f64,
@@ -96,14 +97,40 @@ impl Target {
     }
 }
 
-/// The highest rate among `probes` that kept `target`: a search's capacity (`None`: none
-/// kept it).
-pub fn capacity<'a>(target: &Target, probes: impl IntoIterator<Item = &'a Cell>) -> Option<u32> {
-    probes
+/// What a capacity search found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capacity {
+    /// The highest rate that kept the target.
+    Kept(u32),
+    /// None kept it: below the lowest rate probed.
+    Below(u32),
+    /// Nothing was probed.
+    Unprobed,
+}
+
+impl std::fmt::Display for Capacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Capacity::Kept(rate) => write!(f, "{rate}"),
+            Capacity::Below(rate) => write!(f, "< {rate}"),
+            Capacity::Unprobed => write!(f, "–"),
+        }
+    }
+}
+
+/// A search's capacity from its `probes`: the highest rate that kept `target`, or below
+/// the lowest probed when none did.
+pub fn capacity<'a>(target: &Target, probes: impl IntoIterator<Item = &'a Cell>) -> Capacity {
+    let rates: Vec<(u32, bool)> = probes
         .into_iter()
-        .filter(|c| target.kept(c).is_ok())
-        .filter_map(|c| c.rate)
-        .max()
+        .filter_map(|c| Some((c.rate?, target.kept(c).is_ok())))
+        .collect();
+    let kept = rates.iter().filter(|(_, ok)| *ok).map(|(r, _)| *r).max();
+    match (kept, rates.iter().map(|(r, _)| *r).min()) {
+        (Some(rate), _) => Capacity::Kept(rate),
+        (None, Some(lowest)) => Capacity::Below(lowest),
+        (None, None) => Capacity::Unprobed,
+    }
 }
 
 #[cfg(test)]
@@ -139,7 +166,9 @@ mod tests {
             probe(8_000, 30.0),
             probe(2_000, 2.0),
         ];
-        assert_eq!(capacity(&t, &probes), Some(4_000));
-        assert_eq!(capacity(&t, &probes[2..3]), None);
+        assert_eq!(capacity(&t, &probes), Capacity::Kept(4_000));
+        assert_eq!(capacity(&t, &probes[2..3]), Capacity::Below(8_000));
+        assert_eq!(capacity(&t, &probes[..0]), Capacity::Unprobed);
+        assert_eq!(Capacity::Below(8_000).to_string(), "< 8000");
     }
 }

@@ -3,14 +3,10 @@
 //! original's extra cost as handler work, and the capacity of both at a latency target.
 //! The tables are `write::fidelity`.
 
-use std::time::Duration;
-
 use variants::{Variant, Workload};
 
 use crate::measure::cell::{CellSpec, Plan, Target};
-use crate::measure::client::Amount;
 use crate::model::cell::{Cell, Link};
-use crate::model::client::Client;
 use crate::model::fidelity::{self, calibration, hello_cpu};
 use crate::model::slo::{self, MAX_PROBES};
 use crate::modes::{matrix, slo as search};
@@ -113,36 +109,15 @@ pub fn calibrate(
 /// rate its closed-loop cell in `closed` reached.
 fn capacity(plan: &Plan, target: &Target, closed: &[Cell], how: &Calibrate) -> Vec<Cell> {
     let s = fidelity::here(plan.workers);
-    let reached = closed
-        .iter()
-        .find(|c| {
-            c.variant == target.name()
-                && c.work_us == plan.work_us
-                && c.rate.is_none()
-                && c.workload == s.workload
-                && c.keep_alive == s.keep_alive
-                && c.workers == s.workers
-        })
-        .and_then(Cell::median)
-        .map_or(0.0, |r| r.outcome.rps);
-    let probe_plan = Plan {
-        client: Client::Oha,
-        pipeline: None,
-        amount: Amount::Duration(Duration::from_secs(if how.quick { 1 } else { 2 })),
-        warmup: (!how.quick).then(|| Duration::from_secs(1)),
-        reps: 1,
-        ..plan.clone()
-    };
     let spec = CellSpec {
         stack: how.stack,
         workload: Workload::named(s.workload),
-        keep_alive: true,
+        keep_alive: s.keep_alive,
         connections: how.connections,
         workers: s.workers,
         rate: None,
         link: how.link,
     };
-    let start = ((reached / 100.0).round() as u32 * 100).max(100);
     let most = if how.quick { 4 } else { MAX_PROBES };
-    search::search(&probe_plan, target, &spec, how.slo, start, most)
+    search::beside_closed_loop(plan, target, &spec, how.slo, closed, how.quick, most)
 }

@@ -8,7 +8,6 @@
 //! on CPUs of its own. The table and the verdicts are `write::post`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use variants::peers::{self, Peer};
 use variants::{Variant, Workload};
@@ -211,41 +210,15 @@ fn capacities(
     jobs: &[(Target, CellSpec<'static>)],
     closed: &[Cell],
 ) -> Vec<Cell> {
-    let probe_plan = Plan {
-        client: Client::Oha,
-        amount: Amount::Duration(Duration::from_secs(if replay.quick { 1 } else { 2 })),
-        warmup: (!replay.quick).then(|| Duration::from_secs(1)),
-        reps: 1,
-        ..plan.clone()
-    };
-    let mut probes = Vec::new();
-    for (target, spec) in jobs.iter().filter(|(_, s)| s.keep_alive) {
-        let reached = closed
-            .iter()
-            .find(|c| {
-                c.variant == target.name()
-                    && c.stack == spec.stack
-                    && c.workers == spec.workers
-                    && c.keep_alive == spec.keep_alive
-            })
-            .and_then(Cell::median)
-            .map_or(0.0, |r| r.outcome.rps);
-        // From what the closed loop reached, rounded to a hundred: the search then needs a
-        // few probes either side of it, not the doublings up from 1,000.
-        let start = ((reached / 100.0).round() as u32 * 100).max(100);
-        // From the closed loop's rate, four probes bracket it within about a quarter and
-        // eight within about a tenth.
-        let most = if replay.quick { 4 } else { 8 };
-        probes.extend(search::search(
-            &probe_plan,
-            target,
-            spec,
-            &replay.slo,
-            start,
-            most,
-        ));
-    }
-    probes
+    // From the closed loop's rate, four probes bracket it within about a quarter and
+    // eight within about a tenth.
+    let most = if replay.quick { 4 } else { 8 };
+    jobs.iter()
+        .filter(|(_, s)| s.keep_alive)
+        .flat_map(|(target, spec)| {
+            search::beside_closed_loop(plan, target, spec, &replay.slo, closed, replay.quick, most)
+        })
+        .collect()
 }
 
 /// The post's models again, in its keep-alive mode, with the database on the client's

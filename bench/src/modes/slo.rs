@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::measure::cell::{run_cell, CellSpec, Plan, Target as Server};
 use crate::measure::client::Amount;
 use crate::model::cell::Cell;
+use crate::model::client::Client;
 use crate::model::slo::{Target, MAX_PROBES, START};
 
 /// Highest rate tried: beyond any server here on one core, and oha's own limit nearby.
@@ -53,6 +54,46 @@ pub fn probe_amount(amount: Amount, rate: u32) -> Amount {
         }
         other => other,
     }
+}
+
+/// A capacity search beside a closed-loop run (a post's replay, a calibration): the
+/// server's probes with oha — 2 s after a 1 s warm-up, stretched at low rates (`quick`:
+/// 1 s, none) — from the rate its closed-loop cell of `spec` in `closed` reached, rounded
+/// to a hundred (the search then needs a few probes either side of it, not the doublings
+/// up from 1,000), at most `probes` of them.
+pub fn beside_closed_loop(
+    plan: &Plan,
+    server: &Server,
+    spec: &CellSpec,
+    slo: &Target,
+    closed: &[Cell],
+    quick: bool,
+    probes: usize,
+) -> Vec<Cell> {
+    let work_us = plan.work_us_of(server);
+    let reached = closed
+        .iter()
+        .find(|c| {
+            c.variant == server.name()
+                && c.rate.is_none()
+                && c.work_us == work_us
+                && c.stack == spec.stack
+                && c.workload == spec.workload.name
+                && c.keep_alive == spec.keep_alive
+                && c.connections == spec.connections
+                && c.workers == spec.workers
+        })
+        .and_then(Cell::median)
+        .map_or(0.0, |r| r.outcome.rps);
+    let start = ((reached / 100.0).round() as u32 * 100).max(100);
+    let probe_plan = Plan {
+        client: Client::Oha,
+        pipeline: None,
+        amount: Amount::Duration(Duration::from_secs(if quick { 1 } else { 2 })),
+        warmup: (!quick).then(|| Duration::from_secs(1)),
+        ..plan.clone()
+    };
+    search(&probe_plan, server, spec, slo, start, probes)
 }
 
 /// Searches every server's capacity: every probe's cell, each server's in the order they

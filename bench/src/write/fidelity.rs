@@ -10,7 +10,7 @@ use crate::model::fidelity::{
     agree, calibration, hello_cpu, sig, skew, sleep_prediction, Signature, BALANCE_WORKERS,
     TOLERANCE,
 };
-use crate::model::slo::{capacity, Target};
+use crate::model::slo::{capacity, Capacity, Target};
 
 /// What a fidelity run gave its servers: every figure of its tables is read at these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,26 +111,17 @@ pub fn calibrated(cells: &[Cell], pairs: &[(&str, String)], setup: Setup, slo: &
             .zip(hello_cpu(&view, model, work, workers))
             .map_or("–".into(), |(p, m)| format!("{:+.1}", p - m));
         c[9] = residual;
-        // The highest rate that kept the target, or below the lowest probed when none did.
         let capacity_of = |name: &str| {
-            let probes: Vec<&Cell> = view
-                .iter()
-                .filter(|c| c.variant == name && c.rate.is_some())
-                .collect();
-            match capacity(slo, probes.iter().copied()) {
-                Some(rate) => Ok(rate),
-                None => Err(probes.iter().filter_map(|c| c.rate).min()),
-            }
-        };
-        let shown = |r: &Result<u32, Option<u32>>| match r {
-            Ok(rate) => rate.to_string(),
-            Err(Some(lowest)) => format!("< {lowest}"),
-            Err(None) => "–".into(),
+            capacity(
+                slo,
+                view.iter()
+                    .filter(|c| c.variant == name && c.rate.is_some()),
+            )
         };
         let (cm, cp) = (capacity_of(model), capacity_of(peer));
-        let figures = format!("{} · {}", shown(&cm), shown(&cp));
+        let figures = format!("{cm} · {cp}");
         let ok = match (cm, cp) {
-            (Ok(m), Ok(p)) => mark(agree(f64::from(m), f64::from(p))),
+            (Capacity::Kept(m), Capacity::Kept(p)) => mark(agree(f64::from(m), f64::from(p))),
             _ => "",
         };
         let _ = writeln!(

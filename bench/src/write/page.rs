@@ -136,15 +136,8 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
         });
     }
     // An --slo run's target, drawn across its curves when it is a p99 one.
-    let target = |v: &serde_json::Value| {
-        v["percentile"]
-            .as_f64()
-            .zip(v["limit_ms"].as_f64())
-            .map(|(percentile, limit_ms)| crate::model::slo::Target {
-                percentile,
-                limit_ms,
-            })
-    };
+    let target =
+        |v: &serde_json::Value| serde_json::from_value::<crate::model::slo::Target>(v.clone()).ok();
     let slo = target(&meta["slo"]);
     // The target of the capacities a replay (`--post`) or a calibration (`--calibrate`)
     // searched beside its closed-loop cells: its own key, as such a run is no --slo run.

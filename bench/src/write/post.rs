@@ -161,17 +161,7 @@ fn section(post: &Post, cells: &[Cell], slo: &Target) -> String {
                 Some(m) => format!("`{m}` --stack {}", row.stack),
                 None => format!("none: {}", row.why),
             };
-            let searched = |side| {
-                let probes = probes_of(cells, post, row, side);
-                match capacity(slo, probes.iter().copied()) {
-                    Some(rate) => rate.to_string(),
-                    None if probes.is_empty() => "–".into(),
-                    None => format!(
-                        "< {}",
-                        probes.iter().filter_map(|c| c.rate).min().unwrap_or(0)
-                    ),
-                }
-            };
+            let searched = |side| capacity(slo, probes_of(cells, post, row, side)).to_string();
             let peer_cell = cell_of(cells, post.name, row, keep_alive, Side::Original);
             let peer_cpu = peer_cell.and_then(Cell::pooled_cpu_us);
             let peer = peer_cell
