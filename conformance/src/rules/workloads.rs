@@ -104,18 +104,27 @@ pub fn framework_stack_serves_the_same_bodies(s: &Spec) {
     assert_eq!(c.response().body_str(), JSON);
 }
 
-/// `--work-us 50` adds 50 µs of CPU to every request, within ±25 %, wherever the model
-/// runs its handler: the server's CPU per request (every process of it, from /proc) with
-/// and without it, over 8,000 requests pipelined 16 at a time on one connection — which
-/// every row serves, a one-connection-per-worker row too — so that the difference is
-/// 400 ms against /proc's 10 ms ticks; the median of three such pairs. One of the
-/// [`MEASURED`](super::MEASURED) rules: it runs alone (beside the suite's other servers a
-/// reactor-workers row added 34 to 81 µs, as its reactor's wake-ups batched differently).
+/// `--work-us 50` adds 50 µs of CPU to every request wherever the model runs its handler:
+/// the server's CPU per request (every process of it, from /proc) with and without it, over
+/// 8,000 requests pipelined 64 at a time on one connection — which every row serves, a
+/// one-connection-per-worker row too — so that the difference is 400 ms against /proc's
+/// 10 ms ticks; the median of three such pairs. One of the [`MEASURED`](super::MEASURED)
+/// rules: it runs alone (beside the suite's other servers a reactor-workers row added 34 to
+/// 81 µs).
+///
+/// The window is 37.5 to 75 µs — a handler that skipped the work on some path, or spent it
+/// twice, falls outside — and wider above than below because some models' own cost per
+/// request rises when their handler is slower, which is theirs to show, not this rule's to
+/// hide. Measured here (the model's CPU per request beside the handler's): a reactor-workers
+/// reactor that finds its worker asleep wakes it, on this VM a cross-CPU wake-up of tens of
+/// µs, where a fast worker was still awake (+7 to +16 µs a request at 16 deep); hyper writes
+/// a response at a time when the next is not ready yet (+2 to +13). 64 deep rather than 16
+/// spreads the wake-ups over more requests (reactor-workers +14 → +7).
 /// Pipelined, not one request at a time: one at a time, each request pays a wake-up whose
 /// cost swings with every neighbour (a row's base moved 30 → 100 µs under load).
 pub fn work_us_adds_the_asked_cpu(s: &Spec) {
-    const ROUNDS: usize = 500;
-    const DEPTH: usize = 16;
+    const ROUNDS: usize = 125;
+    const DEPTH: usize = 64;
     let per_request = |work: &str| {
         // Unlimited requests a connection: Apache's default of 100 would close it.
         let flags = [
@@ -153,7 +162,7 @@ pub fn work_us_adds_the_asked_cpu(s: &Spec) {
     let (base, with) = tries[1];
     let added = with - base;
     assert!(
-        (37.5..=62.5).contains(&added),
+        (37.5..=75.0).contains(&added),
         "--work-us 50 added {added:.1} µs a request ({base:.1} → {with:.1}; all three: {tries:?})"
     );
 }
