@@ -151,7 +151,94 @@ pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     run.instrumented(&mut cell);
     run.stop(&mut cell);
     note_errors(&mut cell);
+    note_steal(&mut cell);
     cell
+}
+
+/// Runs open-loop probes on one server, started and warmed up once: each probe a cell of
+/// its own at the rate `next` asks for, given the probes so far (`None`: done), one run of
+/// `amount_at(rate)`, the server settled between probes — a probe that overloaded it
+/// leaves a queue the next must not inherit. A server that died is started again for the
+/// next probe; one that cannot start, or answers wrongly, ends the probes with that cell.
+///
+/// One server for them all, as a load test steps one server through its rates: a fresh
+/// server a probe cost a start and a warm-up each, a third of a post replay's capacity
+/// searches (239 probes in `--post all`).
+pub fn run_probes(
+    plan: &Plan,
+    target: &Target,
+    spec: &CellSpec,
+    amount_at: impl Fn(u32) -> Amount,
+    mut next: impl FnMut(&[Cell]) -> Option<u32>,
+) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut up: Option<Started> = None;
+    while let Some(rate) = next(&cells) {
+        let probe = CellSpec {
+            rate: Some(rate),
+            ..*spec
+        };
+        let mut cell = planned(plan, target, &probe);
+        if let Some(why) = not_applicable(plan, target, &probe) {
+            cell.failure = Some(why);
+            cells.push(cell);
+            break;
+        }
+        let run = match up.take() {
+            Some(run) => run,
+            None => match Started::start(plan, target, spec) {
+                Ok(run) => {
+                    if let Err(e) = run.validate(&mut cell, matches!(target, Target::Model(_))) {
+                        cell.failure = Some(e);
+                        cells.push(cell);
+                        break;
+                    }
+                    if let Some(w) = plan.warmup {
+                        let _ = measure(
+                            plan,
+                            &run.load_at(Amount::Duration(w), probe.rate),
+                            None,
+                            false,
+                            None,
+                        );
+                        run.settle();
+                    }
+                    run
+                }
+                Err(e) => {
+                    cell.failure = Some(e);
+                    cells.push(cell);
+                    break;
+                }
+            },
+        };
+        let mut run = run;
+        cell.server_command = run.server.as_ref().map(|s| s.command.clone());
+        match measure(
+            plan,
+            &run.load_at(amount_at(rate), probe.rate),
+            run.pids().as_deref(),
+            false,
+            run.db,
+        ) {
+            Ok(measured) => cell.runs.push(measured),
+            Err(e) => cell.failure = Some(e),
+        }
+        run.settle();
+        let alive = run.server.as_mut().is_none_or(Server::alive);
+        if alive {
+            up = Some(run);
+        } else if cell.failure.is_none() {
+            cell.failure = Some("the server died during the run".into());
+        }
+        note_errors(&mut cell);
+        note_steal(&mut cell);
+        cells.push(cell);
+    }
+    if let Some(server) = up.and_then(|run| run.server) {
+        server.stop(server::STOP_GRACE);
+    }
+    cells
 }
 
 /// The cell before anything ran: what it is, and what its model predicts of it.
@@ -329,6 +416,11 @@ impl<'a> Started<'a> {
 
     /// One client invocation of this cell.
     fn load(&self, amount: Amount) -> Load<'_> {
+        self.load_at(amount, self.spec.rate)
+    }
+
+    /// One client invocation at `rate` (open loop) or as fast as it goes (`None`).
+    fn load_at(&self, amount: Amount, rate: Option<u32>) -> Load<'_> {
         Load {
             client: self.plan.client,
             url: &self.url,
@@ -337,7 +429,7 @@ impl<'a> Started<'a> {
             amount,
             pipeline: self.plan.pipeline,
             script: &self.plan.script,
-            rate: self.spec.rate,
+            rate,
             fleet: self.plan.fleet.as_ref(),
             from: self.plan.client_host(self.spec.link),
         }
@@ -448,6 +540,21 @@ impl<'a> Started<'a> {
             .iter()
             .filter_map(|l| l["requests"].as_u64())
             .collect();
+    }
+}
+
+/// A note when the hypervisor took [`cell::STEAL_DISTURBS_PCT`] or more of the server's
+/// CPUs' time during a repetition: the figures stand, but they measured the host too.
+fn note_steal(cell: &mut Cell) {
+    let most = cell
+        .runs
+        .iter()
+        .filter_map(|r| r.server_steal_pct)
+        .fold(0.0, f64::max);
+    if most >= cell::STEAL_DISTURBS_PCT {
+        cell.notes.push(format!(
+            "the host took up to {most:.0} % of the server's CPUs' time during a repetition (steal): its CPU per request and its latency measured the host too"
+        ));
     }
 }
 
@@ -660,6 +767,8 @@ fn measure(
             client_busy_us: client_set.busy_secs * 1e6 * each,
             client_softirq_us: client_set.softirq_secs * 1e6 * each,
         }),
+        server_steal_pct: (wall > 0.0)
+            .then(|| 100.0 * server_set.steal_secs / wall / plan.server_cpus.len().max(1) as f64),
         outcome,
     })
 }

@@ -191,11 +191,13 @@ fn in_use(sockstat: &str) -> usize {
 }
 
 /// A set of CPUs' time since boot, whoever used it (/proc/stat): every non-idle second, and
-/// the softirq part of it (the network's receive path, among others).
+/// the softirq part of it (the network's receive path, among others); and the seconds the
+/// hypervisor ran something else while these CPUs had work (steal).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CpuTimes {
     pub busy_secs: f64,
     pub softirq_secs: f64,
+    pub steal_secs: f64,
 }
 
 impl CpuTimes {
@@ -204,6 +206,7 @@ impl CpuTimes {
         CpuTimes {
             busy_secs: (self.busy_secs - earlier.busy_secs).max(0.0),
             softirq_secs: (self.softirq_secs - earlier.softirq_secs).max(0.0),
+            steal_secs: (self.steal_secs - earlier.steal_secs).max(0.0),
         }
     }
 }
@@ -237,6 +240,7 @@ fn cpu_times_in(stat: &str, cpus: &[usize], ticks: f64) -> CpuTimes {
         let at = |i: usize| v.get(i).copied().unwrap_or(0.0) / ticks;
         total.busy_secs += at(0) + at(1) + at(2) + at(5) + at(6);
         total.softirq_secs += at(6);
+        total.steal_secs += at(7);
     }
     total
 }
@@ -276,6 +280,7 @@ mod tests {
         let zero = cpu_times_in(stat, &[0], 100.0);
         assert_eq!(zero.busy_secs, 5.41);
         assert_eq!(zero.softirq_secs, 0.4);
+        assert_eq!(zero.steal_secs, 0.07);
         let both = cpu_times_in(stat, &[0, 1], 100.0);
         assert!((both.busy_secs - 12.65).abs() < 1e-9, "{both:?}");
         assert_eq!(cpu_times_in(stat, &[7], 100.0), CpuTimes::default());

@@ -116,7 +116,19 @@ pub struct Run {
     /// The server's and the client's CPUs as a whole (absent in runs recorded before it).
     #[serde(default)]
     pub cpu_sets: Option<CpuSets>,
+    /// The share of the server's CPUs' time that the hypervisor gave to someone else
+    /// while the run lasted (/proc/stat's steal), in percent. On a shared VM a run with
+    /// 20 % of it measured the host: its CPU per request and its tail grow with it (a
+    /// server at 1,000 req/s went from 58 to 300 µs a request and from a p99 of 2 to
+    /// 24 ms, its code unchanged). Absent in runs recorded before it.
+    #[serde(default)]
+    pub server_steal_pct: Option<f64>,
 }
+
+/// Steal (a share of the server's CPUs' time) from which a run is said to have measured
+/// the host as much as the server: its cell says so, and a capacity probe that missed
+/// with it is probed again.
+pub const STEAL_DISTURBS_PCT: f64 = 5.0;
 
 /// One cell of the matrix, with every repetition. Read back from results.json by
 /// `bench --report`: fields added since a run was recorded are absent there, so every
@@ -408,6 +420,7 @@ impl Run {
             verdict: Verdict::ClientBound,
             command: String::new(),
             cpu_sets: None,
+            server_steal_pct: None,
         }
     }
 }

@@ -201,7 +201,7 @@ pub fn run(plan: &Plan, post: &Post, replay: &Replay) -> Vec<Cell> {
 /// ran: a client that opens a connection a request measures its own connects here (oha at
 /// 500 req/s without keep-alive had a p99 of 30 ms against a server whose median was
 /// 0.3 ms), and a server behind a load balancer keeps its connections. An open-loop search
-/// (oha) from the rate its keep-alive closed-loop cell reached, at most eight probes (a
+/// (oha) from half the rate its keep-alive closed-loop cell reached, at most eight probes (a
 /// bracket of about 10 %) of 2 s after a 1 s warm-up, stretched at low rates (with
 /// `--quick` four of 1 s and no warm-up): a post runs a few dozen.
 fn capacities(

@@ -7,13 +7,14 @@
 //! The search doubles the offered rate from [`START`] until a probe misses the target
 //! (latency over it, an error, or a shortfall: less than 95 % of the rate achieved), then
 //! bisects between the last rate that passed and the first that failed, stopping at a 5 %
-//! bracket; at most [`MAX_PROBES`] probes, each a fresh server (one warm-up, one run).
+//! bracket; at most [`MAX_PROBES`] probes, one run each, on one server started and warmed
+//! up once and settled between probes (`measure::cell::run_probes`).
 
 use std::time::Duration;
 
-use crate::measure::cell::{run_cell, CellSpec, Plan, Target as Server};
+use crate::measure::cell::{run_probes, CellSpec, Plan, Target as Server};
 use crate::measure::client::Amount;
-use crate::model::cell::Cell;
+use crate::model::cell::{Cell, STEAL_DISTURBS_PCT};
 use crate::model::client::Client;
 use crate::model::slo::{Target, MAX_PROBES, START};
 
@@ -58,9 +59,11 @@ pub fn probe_amount(amount: Amount, rate: u32) -> Amount {
 
 /// A capacity search beside a closed-loop run (a post's replay, a calibration): the
 /// server's probes with oha — 2 s after a 1 s warm-up, stretched at low rates (`quick`:
-/// 1 s, none) — from the rate its closed-loop cell of `spec` in `closed` reached, rounded
-/// to a hundred (the search then needs a few probes either side of it, not the doublings
-/// up from 1,000), at most `probes` of them.
+/// 1 s, none) — from half the rate its closed-loop cell of `spec` in `closed` reached,
+/// rounded to a hundred (the search then needs a few probes either side of it, not the
+/// doublings up from 1,000), at most `probes` of them. Half, because a closed loop runs
+/// at saturation, where an open loop's queue grows without end: a probe at the closed
+/// loop's own rate is a probe spent (in a `--post all` run, 32 searches of 32 missed it).
 pub fn beside_closed_loop(
     plan: &Plan,
     server: &Server,
@@ -85,7 +88,7 @@ pub fn beside_closed_loop(
         })
         .and_then(Cell::median)
         .map_or(0.0, |r| r.outcome.rps);
-    let start = ((reached / 100.0).round() as u32 * 100).max(100);
+    let start = ((reached / 200.0).round() as u32 * 100).max(100);
     let probe_plan = Plan {
         client: Client::Oha,
         pipeline: None,
@@ -105,8 +108,48 @@ pub fn run(plan: &Plan, servers: &[Server], spec: &CellSpec, slo: &Target) -> Ve
         .collect()
 }
 
+/// One capacity search's state: the highest rate that kept the target, the lowest that
+/// missed, and the rates probed again.
+///
+/// A probe that missed while the host took [`STEAL_DISTURBS_PCT`] of the server's CPUs
+/// or more (steal) is probed again, once per rate and at most [`AGAIN`] times a search:
+/// on this VM the host takes a fifth to a third of a CPU for minutes at a time, and a
+/// server at 1,000 req/s then has a p99 of 24 ms instead of 2 — a miss that says nothing
+/// of the server would halve the search's rate, and its capacity, for nothing. A second
+/// miss stands (its cell says how much the host took).
+#[derive(Debug, Default)]
+struct Search {
+    start: u32,
+    kept: Option<u32>,
+    missed: Option<u32>,
+    again: Vec<u32>,
+}
+
+/// Most probes again in one search: its time stays bounded on a host that steals all along.
+const AGAIN: usize = 3;
+
+impl Search {
+    /// Takes the last probe — its rate, whether it kept the target, and whether the host
+    /// disturbed it — and says the next rate, `None` when the search is done.
+    fn next(&mut self, last: Option<(u32, bool, bool)>) -> Option<u32> {
+        if let Some((rate, kept, disturbed)) = last {
+            if !kept && disturbed && self.again.len() < AGAIN && !self.again.contains(&rate) {
+                self.again.push(rate);
+                return Some(rate);
+            }
+            if kept {
+                self.kept = Some(rate);
+            } else {
+                self.missed = Some(rate);
+            }
+        }
+        next_rate(self.kept, self.missed, self.start)
+    }
+}
+
 /// One server's search from `start` req/s, at most `probes` probes (fewer than
-/// [`MAX_PROBES`] leave a wider bracket): its probes' cells, in the order they ran.
+/// [`MAX_PROBES`] leave a wider bracket) besides those probed again, on one server
+/// started for them all: its probes' cells, in the order they ran.
 pub fn search(
     plan: &Plan,
     server: &Server,
@@ -115,49 +158,50 @@ pub fn search(
     start: u32,
     probes: usize,
 ) -> Vec<Cell> {
-    let base = Plan {
-        reps: 1,
-        ..plan.clone()
+    let mut state = Search {
+        start,
+        ..Search::default()
     };
-    let mut cells = Vec::new();
-    let (mut kept, mut missed): (Option<u32>, Option<u32>) = (None, None);
-    for _ in 0..probes {
-        let Some(rate) = next_rate(kept, missed, start) else {
-            break;
-        };
-        let probe_plan = Plan {
-            amount: probe_amount(base.amount, rate),
-            ..base.clone()
-        };
-        let cell = run_cell(
-            &probe_plan,
-            server,
-            &CellSpec {
-                rate: Some(rate),
-                ..*spec
-            },
-        );
-        let verdict = slo.kept(&cell);
-        eprintln!(
-            "slo: {} at {rate} req/s: {}",
-            server.name(),
-            match &verdict {
-                Ok(ms) => format!("p{} {ms:.2} ms, kept", slo.percentile),
-                Err(why) => format!("missed ({why})"),
+    let amount = plan.amount;
+    run_probes(
+        plan,
+        server,
+        spec,
+        |rate| probe_amount(amount, rate),
+        |done| {
+            let Some(cell) = done.last() else {
+                return state.next(None);
+            };
+            let rate = cell.rate.unwrap_or(0);
+            let verdict = slo.kept(cell);
+            let steal = cell
+                .median()
+                .and_then(|r| r.server_steal_pct)
+                .unwrap_or(0.0);
+            let disturbed = steal >= STEAL_DISTURBS_PCT;
+            eprintln!(
+                "slo: {} at {rate} req/s: {}{}",
+                server.name(),
+                match &verdict {
+                    Ok(ms) => format!("p{} {ms:.2} ms, kept", slo.percentile),
+                    Err(why) => format!("missed ({why})"),
+                },
+                if disturbed {
+                    format!(", the host took {steal:.0} % of the server's CPUs")
+                } else {
+                    String::new()
+                }
+            );
+            // A server that never answered is a failure, not a capacity of 0.
+            if verdict.is_err() && cell.median().is_none() && state.kept.is_none() {
+                return None;
             }
-        );
-        // A server that never answered is a failure, not a capacity of 0.
-        let dead = verdict.is_err() && cell.median().is_none() && kept.is_none();
-        match verdict {
-            Ok(_) => kept = Some(rate),
-            Err(_) => missed = Some(rate),
-        }
-        cells.push(cell);
-        if dead {
-            break;
-        }
-    }
-    cells
+            if done.len() >= probes + state.again.len() {
+                return None;
+            }
+            state.next(Some((rate, verdict.is_ok(), disturbed)))
+        },
+    )
 }
 
 #[cfg(test)]
@@ -188,6 +232,29 @@ mod tests {
         let (k, m) = (kept.unwrap(), missed.unwrap());
         assert!(k <= 6_100 && m > 6_100 && f64::from(m - k) <= 0.05 * f64::from(m));
         assert!(probes <= MAX_PROBES, "{probes} probes");
+    }
+
+    #[test]
+    fn a_miss_the_host_disturbed_is_probed_again_once() {
+        let mut search = Search {
+            start: 8_000,
+            ..Search::default()
+        };
+        assert_eq!(search.next(None), Some(8_000));
+        // Missed with steal: the same rate again, which keeps this time.
+        assert_eq!(search.next(Some((8_000, false, true))), Some(8_000));
+        assert_eq!(search.next(Some((8_000, true, false))), Some(16_000));
+        // Missed again with steal at 16,000: probed again; missed a second time, it stands.
+        assert_eq!(search.next(Some((16_000, false, true))), Some(16_000));
+        assert_eq!(search.next(Some((16_000, false, true))), Some(12_000));
+        // An undisturbed miss is not probed again.
+        assert_eq!(search.next(Some((12_000, false, false))), Some(10_000));
+        // At most AGAIN rates a search.
+        assert_eq!(search.next(Some((10_000, false, true))), Some(10_000));
+        assert_eq!(search.next(Some((10_000, true, false))), Some(11_000));
+        assert_eq!(search.again.len(), AGAIN);
+        assert_eq!(search.next(Some((11_000, false, true))), Some(10_500));
+        assert_eq!((search.kept, search.missed), (Some(10_000), Some(11_000)));
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub fn table(cells: &[Cell], slo: &Target) -> String {
     }
     let _ = write!(
         out,
-        "\ncapacity: the highest offered rate (oha -q, open loop) at which the corrected {slo} held with no errors and at least {:.0} % of the rate achieved; the search doubles from {START} req/s, then bisects to a 5 % bracket (at most {MAX_PROBES} probes, each a fresh server after a warm-up). ✓ kept, ✗ missed.\n",
+        "\ncapacity: the highest offered rate (oha -q, open loop) at which the corrected {slo} held with no errors and at least {:.0} % of the rate achieved; the search doubles from {START} req/s, then bisects to a 5 % bracket (at most {MAX_PROBES} probes on one server, warmed up once and settled between probes). ✓ kept, ✗ missed.\n",
         SHORTFALL * 100.0
     );
     out
