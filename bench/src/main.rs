@@ -98,9 +98,10 @@ struct Args {
     #[arg(long, value_name = "IPV4")]
     server_addr: Option<std::net::Ipv4Addr>,
     /// Open loop: offer these requests per second (comma-separated), every cell at each,
-    /// with oha; latency is measured from when each request was due.
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
-    rate: Vec<u32>,
+    /// with oha; latency is measured from when each request was due. With --soak, one
+    /// rate, or a share of each server's capacity at --slo (default p99 ≤ 10 ms): 80%.
+    #[arg(long, value_delimiter = ',')]
+    rate: Vec<modes::soak::Rate>,
     /// Capacity at a latency target, e.g. `p99=5ms`: per variant, the highest offered rate
     /// (oha, open loop) whose corrected percentile stays within it, found by doubling the
     /// rate and then bisecting.
@@ -172,6 +173,15 @@ struct Args {
     /// comma-separated), `all`, or `list`.
     #[arg(long, value_name = "NAME")]
     post: Option<String>,
+    /// Instead of the matrix: each server under one steady open-loop load (--rate) for
+    /// DURATION (90s, 10m), sampled every second — memory, descriptors, CPU, each
+    /// second's answers and p99 — with the verdicts of a soak test.
+    #[arg(long, value_name = "DURATION")]
+    soak: Option<String>,
+    /// With --soak: faults injected while it runs, e.g.
+    /// `kill-worker@30s,stop-worker@60s:2s,restart-db@90s,close-conns@120s`.
+    #[arg(long, value_name = "PLAN", requires = "soak")]
+    chaos: Option<String>,
     /// Instead of a run: render DIR/report.html and its charts again from
     /// DIR/results.json (an earlier run gets the current page).
     #[arg(long, value_name = "DIR")]
@@ -194,6 +204,30 @@ fn main() {
         return;
     }
     let posts = posts(&args);
+    if args.soak.is_some() {
+        for (given, what) in [
+            (args.post.is_some(), "--post"),
+            (args.idle_conns.is_some(), "--idle-conns"),
+            (args.attack.is_some(), "--attack"),
+            (args.fidelity, "--fidelity"),
+            (
+                args.url.is_some(),
+                "--url (a soak samples the server it starts)",
+            ),
+            (args.profile, "--profile"),
+            (args.syscalls, "--syscalls"),
+            (
+                args.client == Client::Tsung,
+                "--client tsung (a soak runs oha)",
+            ),
+        ] {
+            if given {
+                fail(format!(
+                    "--soak holds one steady load on each server: not with {what}"
+                ));
+            }
+        }
+    }
     if args.calibrate {
         if !args.fidelity {
             fail("--calibrate calibrates the models of a --fidelity run: give --fidelity too");
@@ -582,6 +616,22 @@ fn main() {
             .chain(peers.iter().cloned().map(Target::Peer))
             .collect(),
     };
+    if let Some(duration) = &args.soak {
+        let jobs = matrix::jobs(
+            &targets,
+            plan.workers,
+            &matrix::Axes {
+                stacks: &stacks,
+                workloads: &workloads,
+                keep_alive: &keepalive,
+                connections: &args.concurrency,
+                rates: &[None],
+                links: &links,
+            },
+        );
+        soak(&args, &plan, &peers, &jobs, duration);
+        return;
+    }
     if let Some(slo) = args.slo.as_ref().filter(|_| !args.fidelity) {
         // Instead of the matrix: each target's capacity at the latency target.
         let spec = CellSpec {
@@ -612,7 +662,15 @@ fn main() {
         let rates: Vec<Option<u32>> = if args.rate.is_empty() {
             vec![None]
         } else {
-            args.rate.iter().copied().map(Some).collect()
+            args.rate
+                .iter()
+                .map(|r| match r {
+                    modes::soak::Rate::Fixed(n) => Some(*n),
+                    modes::soak::Rate::OfCapacity(_) => {
+                        fail("--rate N% is a share of each server's capacity: a --soak's rate only")
+                    }
+                })
+                .collect()
         };
         matrix::jobs(
             &targets,
@@ -920,6 +978,64 @@ fn write_results(dir: &Path, results: &Results) {
         ),
         Err(e) => fail(e),
     }
+}
+
+/// `--soak`: each job under one steady load, the tables printed and written.
+fn soak(args: &Args, plan: &Plan, peers: &[Peer], jobs: &[(Target, CellSpec)], duration: &str) {
+    use bench::model::soak as model;
+    let duration = model::seconds(duration)
+        .filter(|&s| s >= 1.0)
+        .unwrap_or_else(|| {
+            fail(format!(
+                "--soak takes a duration such as 90s or 10m, not '{duration}'"
+            ))
+        });
+    let [rate] = args.rate[..] else {
+        fail("--soak needs one --rate: requests per second (5000) or a share of each server's capacity (80%)");
+    };
+    let faults = model::parse_plan(args.chaos.as_deref().unwrap_or("")).unwrap_or_else(|e| fail(e));
+    if let Some(late) = faults.iter().find(|f| f.at_s >= duration) {
+        fail(format!(
+            "--chaos: {late} falls after the soak's {duration} s"
+        ));
+    }
+    if !clients::tool(Client::Oha).installed() {
+        fail("--soak runs oha, which is not installed (scripts/bench --soak installs it)");
+    }
+    let needs_db = jobs.iter().any(|(_, s)| s.workload.needs_database());
+    if faults.iter().any(|f| f.kind == model::FaultKind::RestartDb) && !needs_db {
+        fail("--chaos restart-db restarts the database of the pg workloads: give --workloads pg");
+    }
+    if faults.iter().any(|f| f.kind == model::FaultKind::RestartDb) && args.pg.is_some() {
+        fail("--chaos restart-db restarts the cluster bench starts, not a --pg database of yours");
+    }
+    let setup = modes::soak::Setup {
+        plan,
+        duration: Duration::from_secs_f64(duration),
+        rate,
+        faults: &faults,
+        slo: capacity_at(args),
+        db_cpus: needs_db.then(|| {
+            args.db_cpus
+                .as_ref()
+                .map_or_else(|| plan.server_cpus.clone(), |l| l.0.clone())
+        }),
+    };
+    let rows = modes::soak::run(&setup, jobs);
+    println!("{}", write::soak::table(&rows));
+    print!("{}", write::soak::faults_table(&rows));
+    let mut meta = meta(args, plan, peers);
+    meta["client"] = "oha, open loop, every request recorded (--db-url)".into();
+    meta["soak_s"] = duration.into();
+    meta["chaos"] = args.chaos.clone().into();
+    write_results(
+        &args.out.join(timestamp()),
+        &Results {
+            meta,
+            soak: rows,
+            ..Results::default()
+        },
+    );
 }
 
 /// The latency target of the capacities `--post` and `--calibrate` search beside their

@@ -52,6 +52,15 @@ impl Cluster {
             .map_err(|e| format!("scripts/pg pid: {e}"))
     }
 
+    /// Restarts the running cluster (a fast shutdown: every connection is cut, as when a
+    /// database fails over) and says its new postmaster's pid. `--chaos restart-db`.
+    pub fn restart_running() -> Result<i32, String> {
+        run("restart")?;
+        run("pid")?
+            .parse()
+            .map_err(|e| format!("scripts/pg pid: {e}"))
+    }
+
     /// Whether this handle started the cluster (and stops it when dropped).
     pub fn started_here(&self) -> bool {
         self.started_here

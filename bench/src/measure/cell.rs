@@ -326,6 +326,50 @@ fn not_applicable(plan: &Plan, target: &Target, spec: &CellSpec) -> Option<Strin
         .map(|why| format!("n/a ({why})"))
 }
 
+/// Starts `target`'s server for a cell of `spec`: a model with the cell's stack, its
+/// databases and the plan's `--work-us`; a peer as its command says; `None` for `--url`,
+/// which is not ours to start.
+pub fn start_server(
+    plan: &Plan,
+    target: &Target,
+    spec: &CellSpec,
+) -> Result<Option<Server>, String> {
+    let workload = &spec.workload;
+    Ok(match target {
+        Target::Peer(peer) => Some(server::start_peer(
+            peer,
+            spec.workers,
+            &plan.server_cpus,
+            &plan.db,
+            plan.pg.as_deref(),
+            plan.server_host(spec.link),
+        )?),
+        Target::Model(v) => {
+            let mut args = vec![
+                "--stack".to_string(),
+                spec.stack.to_string(),
+                "--db".into(),
+                plan.db.display().to_string(),
+            ];
+            if let Some(url) = plan.pg.as_ref().filter(|_| workload.needs_database()) {
+                args.extend(["--pg".to_string(), url.clone()]);
+            }
+            if plan.work_us > 0 {
+                args.extend(["--work-us".to_string(), plan.work_us.to_string()]);
+            }
+            Some(server::start_on(
+                &plan.bin_dir,
+                v,
+                spec.workers,
+                &plan.server_cpus,
+                &args,
+                plan.server_host(spec.link),
+            )?)
+        }
+        Target::Url(_) => None,
+    })
+}
+
 /// A cell whose server is up (or at a `--url`): what every later step needs.
 struct Started<'a> {
     plan: &'a Plan,
@@ -347,39 +391,7 @@ impl<'a> Started<'a> {
     /// databases, a peer as its command says); nothing to start for `--url`.
     fn start(plan: &'a Plan, target: &Target, spec: &'a CellSpec<'a>) -> Result<Self, String> {
         let workload = &spec.workload;
-        let server = match target {
-            Target::Peer(peer) => Some(server::start_peer(
-                peer,
-                spec.workers,
-                &plan.server_cpus,
-                &plan.db,
-                plan.pg.as_deref(),
-                plan.server_host(spec.link),
-            )?),
-            Target::Model(v) => {
-                let mut args = vec![
-                    "--stack".to_string(),
-                    spec.stack.to_string(),
-                    "--db".into(),
-                    plan.db.display().to_string(),
-                ];
-                if let Some(url) = plan.pg.as_ref().filter(|_| workload.needs_database()) {
-                    args.extend(["--pg".to_string(), url.clone()]);
-                }
-                if plan.work_us > 0 {
-                    args.extend(["--work-us".to_string(), plan.work_us.to_string()]);
-                }
-                Some(server::start_on(
-                    &plan.bin_dir,
-                    v,
-                    spec.workers,
-                    &plan.server_cpus,
-                    &args,
-                    plan.server_host(spec.link),
-                )?)
-            }
-            Target::Url(_) => None,
-        };
+        let server = start_server(plan, target, spec)?;
         if let (Some(cap), Some(s)) = (&plan.cap, &server) {
             cap.add(s.pid())?;
         }

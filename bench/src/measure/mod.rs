@@ -14,3 +14,4 @@ pub mod perf;
 pub mod procfs;
 pub mod profile;
 pub mod server;
+pub mod soak;

@@ -12,6 +12,7 @@ pub mod idle;
 pub mod post;
 pub mod profile;
 pub mod slo;
+pub mod soak;
 
 use std::path::Path;
 
@@ -30,6 +31,8 @@ pub struct Results {
     pub idle: Vec<idle::Row>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attack: Vec<attack::Row>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub soak: Vec<soak::Soak>,
 }
 
 impl Results {

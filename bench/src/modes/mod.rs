@@ -10,3 +10,4 @@ pub mod idle;
 pub mod matrix;
 pub mod post;
 pub mod slo;
+pub mod soak;

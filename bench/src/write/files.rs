@@ -145,8 +145,40 @@ pub fn write_files(dir: &Path, results: &Results) -> Result<(), String> {
         .collect();
     write_csv(&dir.join("idle.csv"), &idle)?;
     write_csv(&dir.join("attack.csv"), &results.attack)?;
+    // A soak's seconds, a line each: the series its chart draws.
+    let seconds: Vec<SoakSecond> = results
+        .soak
+        .iter()
+        .flat_map(|r| {
+            r.seconds.iter().map(|s| SoakSecond {
+                variant: &r.variant,
+                at_s: s.at_s,
+                rss_kib: s.rss_kib,
+                fds: s.fds,
+                busiest_sockets: s.sockets.first().copied().unwrap_or(0),
+                cpu_pct: s.cpu_pct,
+                answered: s.answered,
+                p99_ms: s.p99_ms,
+            })
+        })
+        .collect();
+    write_csv(&dir.join("soak.csv"), &seconds)?;
     super::page::write(dir, results)?;
     Ok(())
+}
+
+/// One second of a soak, as soak.csv has it.
+#[derive(Serialize)]
+struct SoakSecond<'a> {
+    variant: &'a str,
+    at_s: u32,
+    rss_kib: u64,
+    fds: u64,
+    /// Sockets of the process holding the most.
+    busiest_sockets: u32,
+    cpu_pct: f64,
+    answered: u64,
+    p99_ms: Option<f64>,
 }
 
 /// `rows` as CSV at `path`, one line each; nothing for no rows.

@@ -15,4 +15,5 @@ pub mod page;
 pub mod post;
 pub mod profile;
 pub mod slo;
+pub mod soak;
 pub mod table;

@@ -16,7 +16,7 @@ use askama::Template;
 
 use super::chart::{self, Colours};
 use super::table::{self, Entry, Figures};
-use super::{attack, fidelity, idle, link, post, profile, slo};
+use super::{attack, fidelity, idle, link, post, profile, slo, soak};
 use crate::model::cell::{first_seen, Cell, Verdict};
 use crate::model::Results;
 
@@ -298,6 +298,25 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
             attack::table(&results.attack),
         );
     }
+    if !results.soak.is_empty() {
+        // The tables, then each server's chart (written beside the page, drawn in it).
+        let mut html_text = html(&format!(
+            "{}\n\n{}\n\n{}",
+            soak::READING,
+            soak::table(&results.soak),
+            soak::faults_table(&results.soak)
+        ));
+        for row in results.soak.iter().filter(|r| r.missing.is_none()) {
+            let (file, svg) = soak::chart(row)?;
+            write_svg(&file, &svg)?;
+            html_text.push_str(&format!("<figure class=\"chart\">{svg}</figure>\n"));
+        }
+        sections.push(Section {
+            id: "soak",
+            title: "Soak",
+            html: html_text,
+        });
+    }
     let posts = post::sections(cells, &capacity_at);
     if !posts.is_empty() {
         sections.push(Section {
@@ -409,7 +428,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
 
     let setup = setup(meta, cells);
     // The CSV files files::write_files wrote (or an older run has): linked where they are.
-    let csv_files = ["results.csv", "idle.csv", "attack.csv"]
+    let csv_files = ["results.csv", "idle.csv", "attack.csv", "soak.csv"]
         .into_iter()
         .filter(|file| dir.join(file).is_file())
         .collect();
@@ -496,6 +515,14 @@ fn summary(results: &Results) -> String {
             "idle keep-alive connections (up to {}) · {}",
             chart::thousands(most as f64),
             names(results.idle.iter().map(|r| &r.variant).collect())
+        );
+    }
+    if let Some(first) = results.soak.first() {
+        return format!(
+            "a soak of {} s at {} req/s · {}",
+            first.duration_s,
+            first.rate,
+            names(results.soak.iter().map(|r| &r.variant).collect())
         );
     }
     if !results.attack.is_empty() {

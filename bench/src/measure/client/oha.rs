@@ -61,6 +61,59 @@ pub fn path() -> Option<PathBuf> {
     on_path("oha").or_else(|| installed.is_file().then(|| installed.to_path_buf()))
 }
 
+/// One answered request of oha's per-request records (`--db-url FILE`): seconds since
+/// the run began. oha records only answered requests; errors are its report's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Record {
+    /// When it was due (the open loop's schedule), else when it started.
+    pub due_s: f64,
+    /// When its answer had come.
+    pub end_s: f64,
+    /// From when it was due to its answer (`--latency-correction`), ms.
+    pub latency_ms: f64,
+    pub status: u16,
+}
+
+/// Calls `each` with every record oha left in the SQLite file `db`, in no set order.
+pub fn each_record(db: &Path, mut each: impl FnMut(Record)) -> Result<(), String> {
+    let fail = |e: rusqlite::Error| format!("oha's records in {}: {e}", db.display());
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(fail)?;
+    let mut query = conn
+        .prepare("SELECT COALESCE(start_latency_correction, start), end, status FROM oha")
+        .map_err(fail)?;
+    let mut rows = query.query([]).map_err(fail)?;
+    while let Some(row) = rows.next().map_err(fail)? {
+        let due_s: f64 = row.get(0).map_err(fail)?;
+        let end_s: f64 = row.get(1).map_err(fail)?;
+        // From when it was due, not from when oha could send it (its `duration` column):
+        // a request queued behind a stalled connection waited too.
+        each(Record {
+            due_s,
+            end_s,
+            latency_ms: (end_s - due_s).max(0.0) * 1000.0,
+            status: row.get::<_, i64>(2).map_err(fail)? as u16,
+        });
+    }
+    Ok(())
+}
+
+/// The errors of oha's JSON report by kind (`errorDistribution`), the most first.
+pub fn error_kinds(text: &str) -> Vec<(String, u64)> {
+    let json: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_default();
+    let mut kinds: Vec<(String, u64)> = json["errorDistribution"]
+        .as_object()
+        .map(|e| {
+            e.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    kinds
+}
+
 /// Parses oha's `--output-format json` report: latencies are in seconds; requests are
 /// the responses of every status (`statusCodeDistribution`); errors (refused, reset,
 /// timed out) are counted apart (`errorDistribution`).

@@ -1,0 +1,474 @@
+//! What a soak measures beside its client: the server's processes once a second (memory,
+//! descriptors, sockets, CPU) and the faults of a `--chaos` plan, each injected at its time
+//! — one thread beside the load, on the client's CPUs — and, after the load, the client's
+//! per-request records tallied into seconds, windows and faults.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use super::client::oha::Record;
+use super::{database, procfs};
+use crate::model::soak::{Fault, FaultKind, FaultOutcome};
+
+/// The server's side of one second.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    pub at_s: u32,
+    pub rss_kib: u64,
+    pub fds: u64,
+    pub sockets: Vec<u32>,
+    pub cpu_pct: f64,
+}
+
+/// What the faults are aimed at.
+#[derive(Debug, Clone)]
+pub struct Targets {
+    /// The server's first process (its workers are its descendants).
+    pub root: i32,
+    /// The port the client connects to: `close-conns` cuts the client's side of each
+    /// connection to it.
+    pub port: u16,
+    /// The CPUs a restarted database goes back to; `None`: no database in this soak.
+    pub db_cpus: Option<Vec<usize>>,
+    /// The CPUs this thread runs on (the client's: never the server's).
+    pub watch_cpus: Vec<usize>,
+}
+
+/// The thread watching a soak.
+pub struct Watch {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Watched>,
+}
+
+/// What it saw and did.
+#[derive(Debug, Default)]
+pub struct Watched {
+    pub samples: Vec<Sample>,
+    /// Each fault injected and what it hit.
+    pub hits: Vec<(Fault, String)>,
+}
+
+/// A fault injected whose outcome comes later (a database restart takes a second or two:
+/// the samples go on meanwhile).
+enum Hit {
+    Now(String),
+    Later(JoinHandle<String>),
+}
+
+impl Watch {
+    /// Starts watching the server of `targets` from `began` (when the load began),
+    /// injecting `faults` at their times.
+    pub fn start(targets: Targets, faults: Vec<Fault>, began: Instant) -> Watch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let handle = std::thread::spawn(move || watch(&targets, faults, began, &stopped));
+        Watch { stop, handle }
+    }
+
+    /// Stops watching (every process it stopped is continued) and says what it saw.
+    pub fn stop(self) -> Watched {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.join().unwrap_or_default()
+    }
+}
+
+fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &AtomicBool) -> Watched {
+    let _ = variants::launch::set_affinity(0, &targets.watch_cpus);
+    faults.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    let mut pending = faults.into_iter().peekable();
+    let mut hits: Vec<(Fault, Hit)> = Vec::new();
+    let mut resume: Vec<(Duration, i32)> = Vec::new();
+    let mut samples = Vec::new();
+    let mut cpu = cpu_by_pid(targets.root);
+    let mut next_sample = 1u32;
+    while !stop.load(Ordering::SeqCst) {
+        let now = began.elapsed();
+        resume.retain(|&(until, pid)| {
+            if now < until {
+                return true;
+            }
+            // SAFETY: continues a process this thread stopped.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+            false
+        });
+        while let Some(fault) = pending.next_if(|f| f.at_s <= now.as_secs_f64()) {
+            let hit = inject(targets, &fault, now, &mut resume);
+            hits.push((fault, hit));
+        }
+        if now >= Duration::from_secs(u64::from(next_sample)) {
+            let after = cpu_by_pid(targets.root);
+            let spent: f64 = after
+                .iter()
+                .map(|(pid, secs)| (secs - cpu.get(pid).copied().unwrap_or(0.0)).max(0.0))
+                .sum();
+            cpu = after;
+            let mut sample = sample(targets.root);
+            sample.at_s = next_sample - 1;
+            sample.cpu_pct = 100.0 * spent;
+            samples.push(sample);
+            next_sample += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (_, pid) in resume {
+        // SAFETY: continues a process this thread stopped.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
+    Watched {
+        samples,
+        hits: hits
+            .into_iter()
+            .map(|(fault, hit)| {
+                let what = match hit {
+                    Hit::Now(what) => what,
+                    Hit::Later(handle) => handle
+                        .join()
+                        .unwrap_or_else(|_| "the restart panicked".into()),
+                };
+                (fault, what)
+            })
+            .collect(),
+    }
+}
+
+/// CPU seconds of each process of the server now.
+fn cpu_by_pid(root: i32) -> HashMap<i32, f64> {
+    procfs::cpu_by_pid(&procfs::tree(root))
+        .into_iter()
+        .collect()
+}
+
+/// The server's processes now: memory, descriptors, and each one's sockets.
+fn sample(root: i32) -> Sample {
+    let pids = procfs::tree(root);
+    let mut fds = 0;
+    let mut sockets = Vec::new();
+    for &pid in &pids {
+        let (all, socks) = descriptors(pid);
+        fds += all;
+        sockets.push(socks);
+    }
+    sockets.sort_unstable_by(|a, b| b.cmp(a));
+    Sample {
+        at_s: 0,
+        rss_kib: variants::launch::status_kib(&pids, "VmRSS"),
+        fds,
+        sockets,
+        cpu_pct: 0.0,
+    }
+}
+
+/// Open descriptors of `pid`, and how many of them are sockets.
+fn descriptors(pid: i32) -> (u64, u32) {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return (0, 0);
+    };
+    let (mut all, mut sockets) = (0, 0);
+    for entry in dir.flatten() {
+        all += 1;
+        if std::fs::read_link(entry.path())
+            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        {
+            sockets += 1;
+        }
+    }
+    (all, sockets)
+}
+
+/// The worker a fault hits: of the server's processes that have no child (a worker, not
+/// its master or manager), the one holding the most sockets; `None` for a one-process
+/// server.
+fn busiest_worker(root: i32) -> Option<(i32, u32)> {
+    let pids = procfs::tree(root);
+    let parents: Vec<i32> = pids
+        .iter()
+        .filter_map(|&p| {
+            variants::launch::stat_fields(std::path::Path::new(&format!("/proc/{p}")))?
+                .get(1)?
+                .parse()
+                .ok()
+        })
+        .collect();
+    pids.iter()
+        .filter(|&&p| p != root && !parents.contains(&p))
+        .map(|&p| (p, descriptors(p).1))
+        .max_by_key(|&(p, sockets)| (sockets, -p))
+}
+
+/// Injects `fault` now, saying what it hit.
+fn inject(
+    targets: &Targets,
+    fault: &Fault,
+    now: Duration,
+    resume: &mut Vec<(Duration, i32)>,
+) -> Hit {
+    let root = targets.root;
+    let stop_for = |pid: i32, ms: u64, resume: &mut Vec<(Duration, i32)>| {
+        // SAFETY: stops a process of the server this soak started.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        resume.push((now + Duration::from_millis(ms), pid));
+    };
+    match fault.kind {
+        FaultKind::KillWorker => match busiest_worker(root) {
+            Some((pid, sockets)) => {
+                // SAFETY: kills a worker of the server this soak started.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                Hit::Now(format!("worker pid {pid} ({sockets} sockets), killed"))
+            }
+            None => {
+                stop_for(root, 1000, resume);
+                Hit::Now(format!(
+                    "the process (pid {root}): one process has no worker to kill — stopped for 1 s instead"
+                ))
+            }
+        },
+        FaultKind::StopWorker { for_ms } => match busiest_worker(root) {
+            Some((pid, sockets)) => {
+                stop_for(pid, for_ms, resume);
+                Hit::Now(format!("worker pid {pid} ({sockets} sockets), stopped"))
+            }
+            None => {
+                stop_for(root, for_ms, resume);
+                Hit::Now(format!(
+                    "the process (pid {root}): one process, no worker apart — the whole server stopped"
+                ))
+            }
+        },
+        FaultKind::RestartDb => match targets.db_cpus.clone() {
+            Some(cpus) => Hit::Later(std::thread::spawn(move || {
+                let started = Instant::now();
+                match variants::database::Cluster::restart_running()
+                    .and_then(|pid| database::place(pid, &cpus).map(|()| pid))
+                {
+                    Ok(pid) => format!(
+                        "PostgreSQL restarted in {:.1} s (postmaster pid {pid})",
+                        started.elapsed().as_secs_f64()
+                    ),
+                    Err(e) => format!("PostgreSQL not restarted: {e}"),
+                }
+            })),
+            None => Hit::Now("nothing: no database in this soak's workload".into()),
+        },
+        FaultKind::CloseConns => {
+            let filter = format!("( dport = :{} )", targets.port);
+            match Command::new("ss")
+                .args(["-K", "-t", "-n", "state", "established", &filter])
+                .output()
+            {
+                Ok(out) if out.status.success() => {
+                    let cut = String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        .skip(1)
+                        .filter(|l| !l.trim().is_empty())
+                        .count();
+                    Hit::Now(format!("{cut} client connections cut (ss -K)"))
+                }
+                Ok(out) => Hit::Now(format!(
+                    "no connection cut: ss -K failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+                Err(e) => Hit::Now(format!("no connection cut: cannot run ss: {e}")),
+            }
+        }
+    }
+}
+
+/// The client's records of a soak, tallied as they are read: per second (by when each
+/// request was due), per 100 ms (answers by when they came, for recovery), and the
+/// windows the verdicts compare.
+pub struct Tally {
+    rate: u32,
+    duration_s: u32,
+    per_second: Vec<(u64, Histogram<u64>)>,
+    /// Answers by the 100 ms in which they came.
+    answered_in: Vec<u32>,
+    /// Answers by the 100 ms in which their requests were due.
+    due_in: Vec<u32>,
+    first: (f64, f64, Histogram<u64>),
+    last: (f64, f64, Histogram<u64>),
+}
+
+/// A latency histogram in µs, 1 µs to 10 minutes, two significant figures.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 2).expect("valid bounds")
+}
+
+fn p99_ms(h: &Histogram<u64>) -> Option<f64> {
+    (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0)
+}
+
+/// What the records came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tallied {
+    /// Per second: requests due in it that were answered, and their p99 (ms).
+    pub seconds: Vec<(u64, Option<f64>)>,
+    pub p99_first_ms: Option<f64>,
+    pub p99_last_ms: Option<f64>,
+    pub faults: Vec<FaultOutcome>,
+}
+
+impl Tally {
+    /// A tally of a soak at `rate` for `duration_s`, whose verdicts skip `warm_up_s`:
+    /// its first and last minute after that (the first and last third of a shorter one).
+    pub fn new(rate: u32, duration_s: u32, warm_up_s: u32) -> Tally {
+        let d = f64::from(duration_s);
+        let w = f64::from(warm_up_s.min(duration_s));
+        let window = ((d - w) / 3.0).min(60.0);
+        let bins = duration_s as usize * 10 + 50;
+        Tally {
+            rate,
+            duration_s,
+            per_second: (0..duration_s).map(|_| (0, histogram())).collect(),
+            answered_in: vec![0; bins],
+            due_in: vec![0; bins],
+            first: (w, w + window, histogram()),
+            last: (d - window, d, histogram()),
+        }
+    }
+
+    /// Counts one answered request.
+    pub fn add(&mut self, r: Record) {
+        let us = (r.latency_ms * 1000.0).round().max(1.0) as u64;
+        if let Some((n, h)) = self.per_second.get_mut(r.due_s as usize) {
+            *n += 1;
+            let _ = h.record(us);
+        }
+        for (from, to, h) in [&mut self.first, &mut self.last] {
+            if r.due_s >= *from && r.due_s < *to {
+                let _ = h.record(us);
+            }
+        }
+        if let Some(n) = self.answered_in.get_mut((r.end_s * 10.0) as usize) {
+            *n += 1;
+        }
+        if let Some(n) = self.due_in.get_mut((r.due_s * 10.0) as usize) {
+            *n += 1;
+        }
+    }
+
+    /// The seconds, the windows, and what each fault of `hits` cost.
+    pub fn finish(self, hits: &[(Fault, String)]) -> Tallied {
+        let per_bin = f64::from(self.rate) / 10.0;
+        let end_bin = self.duration_s as usize * 10;
+        let faults = hits
+            .iter()
+            .map(|(fault, hit)| {
+                let at_bin = ((fault.at_s * 10.0) as usize).min(end_bin);
+                let stalled_ms = match fault.kind {
+                    FaultKind::StopWorker { for_ms } => for_ms,
+                    _ => 0,
+                };
+                let from_bin = (at_bin + (stalled_ms / 100) as usize).min(end_bin);
+                // Three windows in a row at 95 % of the rate (less one request, for the
+                // schedule's rounding at a window's edge): the answers are back.
+                let enough = |b: usize| f64::from(self.answered_in[b]) >= 0.95 * per_bin - 1.0;
+                let back = (from_bin..end_bin.saturating_sub(2))
+                    .find(|&b| enough(b) && enough(b + 1) && enough(b + 2));
+                let lost_until = back.unwrap_or(end_bin).max(from_bin);
+                let lost: f64 = (at_bin..lost_until)
+                    .map(|b| (per_bin - f64::from(self.due_in[b])).max(0.0))
+                    .sum();
+                let mut after = histogram();
+                // The p99 of the requests due in the 5 s from the fault: from the per-second
+                // histograms of the whole seconds it spans.
+                let first_s = fault.at_s as usize;
+                for (_, h) in self.per_second.iter().skip(first_s).take(5) {
+                    let _ = after.add(h);
+                }
+                FaultOutcome {
+                    fault: *fault,
+                    hit: hit.clone(),
+                    lost: lost.round() as u64,
+                    recovered_after_ms: back.map(|b| ((b - from_bin) * 100) as u64),
+                    p99_after_ms: p99_ms(&after),
+                }
+            })
+            .collect();
+        Tallied {
+            seconds: self
+                .per_second
+                .iter()
+                .map(|(n, h)| (*n, p99_ms(h)))
+                .collect(),
+            p99_first_ms: p99_ms(&self.first.2),
+            p99_last_ms: p99_ms(&self.last.2),
+            faults,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A soak at 100 req/s for 20 s whose answers stop for 2 s at 5 s (a stalled worker that
+    /// answered nothing, then everything it held): the seconds, the stall's recovery, and
+    /// nothing lost, since every request was answered late rather than never.
+    #[test]
+    fn a_stall_is_tallied_late_not_lost_and_the_rate_comes_back() {
+        let mut tally = Tally::new(100, 20, 2);
+        for i in 0..2000 {
+            let due_s = f64::from(i) / 100.0;
+            let end_s = if (5.0..7.0).contains(&due_s) {
+                7.05
+            } else {
+                due_s + 0.001
+            };
+            tally.add(Record {
+                due_s,
+                end_s,
+                latency_ms: (end_s - due_s) * 1000.0,
+                status: 200,
+            });
+        }
+        let stop = Fault {
+            kind: FaultKind::StopWorker { for_ms: 2000 },
+            at_s: 5.0,
+        };
+        let t = tally.finish(&[(stop, "worker pid 1, stopped".into())]);
+        assert_eq!(t.seconds.len(), 20);
+        assert!(t.seconds.iter().all(|(n, _)| *n == 100), "{:?}", t.seconds);
+        assert!(t.seconds[5].1.unwrap() > 1000.0 && t.seconds[9].1.unwrap() < 2.0);
+        let f = &t.faults[0];
+        assert_eq!(f.lost, 0);
+        assert_eq!(f.recovered_after_ms, Some(0));
+        assert!(f.p99_after_ms.unwrap() > 1900.0, "{f:?}");
+        // The windows are a third of the 18 s after the warm-up each: the stall is in the
+        // first (2–8 s), the last (14–20 s) is calm.
+        assert!(t.p99_first_ms.unwrap() > 1000.0 && t.p99_last_ms.unwrap() < 2.0);
+    }
+
+    /// A killed worker's share of requests never answered for 300 ms, then the rate back.
+    #[test]
+    fn a_kill_counts_what_was_never_answered_until_the_rate_was_back() {
+        let mut tally = Tally::new(1000, 10, 1);
+        for i in 0..10_000 {
+            let due_s = f64::from(i) / 1000.0;
+            // Half the requests due in 4.0–4.3 s were on the dead worker's connections.
+            if (4.0..4.3).contains(&due_s) && i % 2 == 0 {
+                continue;
+            }
+            tally.add(Record {
+                due_s,
+                end_s: due_s + 0.0005,
+                latency_ms: 0.5,
+                status: 200,
+            });
+        }
+        let kill = Fault {
+            kind: FaultKind::KillWorker,
+            at_s: 4.0,
+        };
+        let t = tally.finish(&[(kill, "worker pid 2, killed".into())]);
+        let f = &t.faults[0];
+        assert_eq!(f.lost, 150);
+        assert_eq!(f.recovered_after_ms, Some(300));
+        assert_eq!(t.seconds[4].0, 850);
+    }
+}

@@ -1,0 +1,247 @@
+//! The `--soak` tables, a chart per server (memory, p99 and answers over time, the faults
+//! marked), and how to read them.
+
+use std::fmt::Write as _;
+
+use crate::model::soak::{self, Soak};
+
+/// How to read the soak tables, for the report page.
+pub const READING: &str = "Each server under one steady open-loop load (oha at a fixed rate, \
+latency from when each request was due), sampled every second: resident memory and open \
+descriptors of all its processes, its CPU, and each second's answers and p99. The verdicts \
+skip the warm-up (the first minute, or the first tenth of a shorter soak): **memory** is the \
+least-squares slope of RSS after it — flat under 1 % over the soak, else GROWS with KiB an \
+hour; **fds** the descriptors open at the end less at the start; **p99 drift** the last \
+minute's p99 over the first's (a shorter soak: its last and first third). **Nothing lost**: \
+every request due was answered or counted as an error by the client (`vanished` 0); the \
+server's own count (`--stats`) is beside it — a killed worker's count dies with it. For each \
+fault: the requests due from it until answers came at 95 % of the rate again that were never \
+answered, that recovery time (over 100 ms windows, from the end of a stop), and the p99 of \
+the 5 s after it, beside what the model predicts.";
+
+/// The soak table: a row per server.
+pub fn table(rows: &[Soak]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| variant | model | workers | workload | req/s offered | s | answered | errors | vanished | server counted | RSS MiB start → end | memory | fds leaked | p99 ms first → last | p99 drift |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+    );
+    for r in rows {
+        if let Some(why) = &r.missing {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {why} | | | | | | | | | | |",
+                r.variant, r.model, r.workers, r.workload
+            );
+            continue;
+        }
+        let warm = soak::warm_up_s(r.duration_s);
+        let after: Vec<&soak::Second> = r
+            .seconds
+            .iter()
+            .filter(|s| s.at_s >= warm && s.rss_kib > 0)
+            .collect();
+        let mib = |kib: u64| format!("{:.1}", kib as f64 / 1024.0);
+        let rss = match (after.first(), after.last()) {
+            (Some(a), Some(b)) => format!("{} → {}", mib(a.rss_kib), mib(b.rss_kib)),
+            _ => "–".into(),
+        };
+        let memory = match soak::memory_growth(&r.seconds, warm) {
+            Some(g) if g.flat => "flat".to_string(),
+            Some(g) => format!(
+                "GROWS {:+.0} KiB/h ({:+.1} %)",
+                g.kib_per_hour,
+                100.0 * g.share
+            ),
+            None => "–".into(),
+        };
+        let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}"));
+        let errors = if r.errors == 0 {
+            "0".to_string()
+        } else {
+            let kinds: Vec<String> = r
+                .error_kinds
+                .iter()
+                .take(2)
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            format!("{} ({})", r.errors, kinds.join("; "))
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {errors} | {} | {} | {rss} | {memory} | {} | {} → {} | {} |",
+            r.variant,
+            r.model,
+            r.workers,
+            r.workload,
+            r.rate,
+            r.duration_s,
+            r.answered,
+            r.vanished(),
+            r.server_requests.map_or("–".into(), |n| n.to_string()),
+            soak::fds_leaked(&r.seconds, warm).map_or("–".into(), |n| format!("{n:+}")),
+            ms(r.p99_first_ms),
+            ms(r.p99_last_ms),
+            r.p99_drift().map_or("–".into(), |d| format!("{d:.2}×")),
+        );
+    }
+    out
+}
+
+/// The faults table: a row per fault injected, with what the model predicts beside it;
+/// empty when no soak had faults.
+pub fn faults_table(rows: &[Soak]) -> String {
+    let mut out = String::new();
+    if rows.iter().all(|r| r.faults.is_empty()) {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "| variant | fault | hit | lost | rate back after | p99 ms in the 5 s after | the model predicts |\n|---|---|---|---:|---:|---:|---|"
+    );
+    for r in rows {
+        for f in &r.faults {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                r.variant,
+                f.fault,
+                f.hit,
+                f.lost,
+                f.recovered_after_ms
+                    .map_or("not within the soak".into(), |ms| format!("{ms} ms")),
+                f.p99_after_ms.map_or("–".into(), |v| format!("{v:.2}")),
+                r.expected
+            );
+        }
+    }
+    out
+}
+
+/// A chart of one soak over time (`soak_<variant>.svg`): answers per second against the
+/// offered rate, p99 (log scale), and RSS, one panel each, a red line at every fault.
+pub fn chart(r: &Soak) -> Result<(String, String), String> {
+    use plotters::prelude::*;
+    let file = format!("soak_{}.svg", r.variant.replace(['/', ' '], "-"));
+    let err = |e: &dyn std::fmt::Display| format!("chart {file}: {e}");
+    let xmax = f64::from(r.duration_s.max(1));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (980, 720)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let root = root
+            .titled(
+                &format!(
+                    "{} — {} req/s offered for {} s",
+                    r.variant, r.rate, r.duration_s
+                ),
+                ("sans-serif", 17),
+            )
+            .map_err(|e| err(&e))?;
+        let panels = root.split_evenly((3, 1));
+        let faults: Vec<f64> = r.faults.iter().map(|f| f.fault.at_s).collect();
+        let blue = RGBColor(31, 119, 180);
+        // Answers per second.
+        let answered: Vec<(f64, f64)> = r
+            .seconds
+            .iter()
+            .map(|s| (f64::from(s.at_s), s.answered as f64))
+            .collect();
+        let ymax = answered
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::from(r.rate), f64::max)
+            * 1.1;
+        let mut c = ChartBuilder::on(&panels[0])
+            .margin(8)
+            .x_label_area_size(24)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+            .map_err(|e| err(&e))?;
+        c.configure_mesh()
+            .y_desc("answered / s")
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(|e| err(&e))?;
+        c.draw_series(LineSeries::new(answered, blue.stroke_width(2)))
+            .map_err(|e| err(&e))?;
+        c.draw_series(std::iter::once(PathElement::new(
+            [(0.0, f64::from(r.rate)), (xmax, f64::from(r.rate))],
+            BLACK.mix(0.4),
+        )))
+        .map_err(|e| err(&e))?;
+        for &x in &faults {
+            c.draw_series(std::iter::once(PathElement::new(
+                [(x, 0.0), (x, ymax)],
+                RED.stroke_width(2),
+            )))
+            .map_err(|e| err(&e))?;
+        }
+        // p99, log scale.
+        let p99: Vec<(f64, f64)> = r
+            .seconds
+            .iter()
+            .filter_map(|s| Some((f64::from(s.at_s), s.p99_ms?.max(0.01))))
+            .collect();
+        let (lo, hi) = p99.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| {
+            (lo.min(p.1), hi.max(p.1))
+        });
+        let (lo, hi) = if p99.is_empty() {
+            (0.1, 1.0)
+        } else {
+            (lo * 0.8, hi * 1.25)
+        };
+        let mut c = ChartBuilder::on(&panels[1])
+            .margin(8)
+            .x_label_area_size(24)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())
+            .map_err(|e| err(&e))?;
+        c.configure_mesh()
+            .y_desc("p99 ms (log)")
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(|e| err(&e))?;
+        c.draw_series(LineSeries::new(p99, blue.stroke_width(2)))
+            .map_err(|e| err(&e))?;
+        for &x in &faults {
+            c.draw_series(std::iter::once(PathElement::new(
+                [(x, lo), (x, hi)],
+                RED.stroke_width(2),
+            )))
+            .map_err(|e| err(&e))?;
+        }
+        // RSS.
+        let rss: Vec<(f64, f64)> = r
+            .seconds
+            .iter()
+            .filter(|s| s.rss_kib > 0)
+            .map(|s| (f64::from(s.at_s), s.rss_kib as f64 / 1024.0))
+            .collect();
+        let top = rss.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
+        let mut c = ChartBuilder::on(&panels[2])
+            .margin(8)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, 0f64..top)
+            .map_err(|e| err(&e))?;
+        c.configure_mesh()
+            .x_desc("seconds (red: a fault)")
+            .y_desc("RSS MiB")
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(|e| err(&e))?;
+        c.draw_series(LineSeries::new(rss, blue.stroke_width(2)))
+            .map_err(|e| err(&e))?;
+        for &x in &faults {
+            c.draw_series(std::iter::once(PathElement::new(
+                [(x, 0.0), (x, top)],
+                RED.stroke_width(2),
+            )))
+            .map_err(|e| err(&e))?;
+        }
+        root.present().map_err(|e| err(&e))?;
+    }
+    Ok((file, svg))
+}
