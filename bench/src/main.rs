@@ -616,8 +616,9 @@ fn main() {
             .chain(peers.iter().cloned().map(Target::Peer))
             .collect(),
     };
-    if let Some(duration) = &args.soak {
-        let jobs = matrix::jobs(
+    // The jobs of every axis at the given rates: one load each for a soak, the matrix's.
+    let jobs_at = |rates: &[Option<u32>]| {
+        matrix::jobs(
             &targets,
             plan.workers,
             &matrix::Axes {
@@ -625,11 +626,13 @@ fn main() {
                 workloads: &workloads,
                 keep_alive: &keepalive,
                 connections: &args.concurrency,
-                rates: &[None],
+                rates,
                 links: &links,
             },
-        );
-        soak(&args, &plan, &peers, &jobs, duration);
+        )
+    };
+    if let Some(duration) = &args.soak {
+        soak(&args, &plan, &peers, &jobs_at(&[None]), duration);
         return;
     }
     if let Some(slo) = args.slo.as_ref().filter(|_| !args.fidelity) {
@@ -672,18 +675,7 @@ fn main() {
                 })
                 .collect()
         };
-        matrix::jobs(
-            &targets,
-            plan.workers,
-            &matrix::Axes {
-                stacks: &stacks,
-                workloads: &workloads,
-                keep_alive: &keepalive,
-                connections: &args.concurrency,
-                rates: &rates,
-                links: &links,
-            },
-        )
+        jobs_at(&rates)
     };
     let mut cells = matrix::run(&plan, jobs);
     let pairs = fidelity::pairs(
