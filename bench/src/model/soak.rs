@@ -196,6 +196,28 @@ pub struct Growth {
     pub flat: bool,
 }
 
+/// Which way memory went after the warm-up. A fall is not a leak: a process reforked
+/// after a kill starts small again, and an allocator hands pages back — the verdict must
+/// not print a shrinking server as growing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trend {
+    Flat,
+    Grows,
+    Shrinks,
+}
+
+impl Growth {
+    pub fn trend(&self) -> Trend {
+        if self.flat {
+            Trend::Flat
+        } else if self.share > 0.0 {
+            Trend::Grows
+        } else {
+            Trend::Shrinks
+        }
+    }
+}
+
 /// The memory verdict of `seconds` (after `warm_up_s` of them), `None` with fewer than
 /// ten seconds to read.
 pub fn memory_growth(seconds: &[Second], warm_up_s: u32) -> Option<Growth> {
@@ -314,13 +336,26 @@ mod tests {
         let noisy = series(|s| 50_000 + [0, 300, 120, 0, 250, 80][(s % 6) as usize]);
         let g = memory_growth(&noisy, warm_up_s(600)).unwrap();
         assert!(g.flat, "{g:?}");
+        assert_eq!(g.trend(), Trend::Flat);
         let leaking = series(|s| 50_000 + 2 * u64::from(s));
         let g = memory_growth(&leaking, warm_up_s(600)).unwrap();
         assert!(!g.flat, "{g:?}");
         assert!((g.kib_per_hour - 7_200.0).abs() < 1.0, "{g:?}");
         assert!((g.share - 0.0213).abs() < 0.001, "{g:?}");
+        assert_eq!(g.trend(), Trend::Grows);
         // Too short to say.
         assert_eq!(memory_growth(&leaking[..8], 0), None);
+    }
+
+    /// A worker killed at 30 s and reforked: the RSS of all processes falls 2 MiB and stays
+    /// there. That is a shrink (the run said "GROWS -1.8 %" before), not a leak.
+    #[test]
+    fn memory_that_falls_is_a_shrink_not_growth() {
+        let reforked = series(|s| if s < 300 { 110_000 } else { 108_000 });
+        let g = memory_growth(&reforked, warm_up_s(600)).unwrap();
+        assert!(!g.flat, "{g:?}");
+        assert!(g.share < 0.0 && g.kib_per_hour < 0.0, "{g:?}");
+        assert_eq!(g.trend(), Trend::Shrinks);
     }
 
     #[test]

@@ -10,8 +10,9 @@ pub const READING: &str = "Each server under one steady open-loop load (oha at a
 latency from when each request was due), sampled every second: resident memory and open \
 descriptors of all its processes, its CPU, and each second's answers and p99. The verdicts \
 skip the warm-up (the first minute, or the first tenth of a shorter soak): **memory** is the \
-least-squares slope of RSS after it — flat under 1 % over the soak, else GROWS with KiB an \
-hour; **fds** the descriptors open at the end less at the start; **p99 drift** the last \
+least-squares slope of RSS after it — flat under 1 % over the soak, else GROWS (or shrinks: \
+a reforked worker, pages handed back) with KiB an hour; **fds** the descriptors open at the \
+end less at the start; **p99 drift** the last \
 minute's p99 over the first's (a shorter soak: its last and first third). **Nothing lost**: \
 every request due was answered or counted as an error by the client (`vanished` 0); the \
 server's own count (`--stats`) is beside it — a killed worker's count dies with it. For each \
@@ -46,10 +47,16 @@ pub fn table(rows: &[Soak]) -> String {
             (Some(a), Some(b)) => format!("{} → {}", mib(a.rss_kib), mib(b.rss_kib)),
             _ => "–".into(),
         };
+        // A leak shouts; memory handed back (a reforked worker, an allocator) does not.
         let memory = match soak::memory_growth(&r.seconds, warm) {
-            Some(g) if g.flat => "flat".to_string(),
+            Some(g) if g.trend() == soak::Trend::Flat => "flat".to_string(),
             Some(g) => format!(
-                "GROWS {:+.0} KiB/h ({:+.1} %)",
+                "{} {:+.0} KiB/h ({:+.1} %)",
+                if g.trend() == soak::Trend::Grows {
+                    "GROWS"
+                } else {
+                    "shrinks"
+                },
                 g.kib_per_hour,
                 100.0 * g.share
             ),
