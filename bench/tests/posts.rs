@@ -56,12 +56,7 @@ fn a_hello_world_post_and_the_sum_post_are_replayed_with_a_verdict_each() {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stdout}{stderr}");
-    let run_dir = std::fs::read_dir(out_dir.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run_dir = support::run_dir(&out_dir.join("runs")).unwrap();
     let results = bench::model::Results::load(&run_dir).unwrap();
     let page = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
     let _ = std::fs::remove_dir_all(&out_dir);

@@ -177,12 +177,7 @@ fn a_peer_that_names_its_model_joins_the_fidelity_table_and_is_calibrated() {
         .filter_map(|x| x.parse().ok())
         .collect();
     assert_eq!(ratios.len(), 2, "{row}");
-    let run_dir = std::fs::read_dir(out.0.join("results"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run_dir = support::run_dir(&out.0.join("results")).unwrap();
     let page = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
     let section = page
         .split("<h2 id=\"fidelity\">")
@@ -583,12 +578,7 @@ impl Out {
 
     /// The one `results/<timestamp>/` a run wrote here.
     fn run_dir(&self) -> std::path::PathBuf {
-        std::fs::read_dir(&self.0)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path()
+        support::run_dir(&self.0).unwrap()
     }
 }
 

@@ -34,10 +34,7 @@ fn soak(variant: &str, workers: &str, chaos: &str) -> (Soak, String) {
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let run_dir = std::fs::read_dir(&out_dir)
-        .ok()
-        .and_then(|mut d| d.next())
-        .map(|e| e.unwrap().path());
+    let run_dir = support::run_dir(&out_dir);
     let results = run_dir.as_ref().map(|d| bench::model::Results::load(d));
     let page = run_dir
         .as_ref()

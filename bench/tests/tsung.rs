@@ -45,12 +45,7 @@ fn leftovers() -> Vec<String> {
 
 /// The results.json of the one run written under `out`.
 fn results_json(out: &std::path::Path) -> serde_json::Value {
-    let run_dir = std::fs::read_dir(out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run_dir = support::run_dir(out).unwrap();
     serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap()).unwrap()
 }
 
@@ -161,13 +156,7 @@ fn the_same_cell_runs_over_loopback_and_over_veth_in_one_run() {
         "{stderr}"
     );
     let json = results_json(&out_dir);
-    let page = std::fs::read_dir(&out_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("report.html");
+    let page = support::run_dir(&out_dir).unwrap().join("report.html");
     let page = std::fs::read_to_string(page).unwrap();
     let _ = std::fs::remove_dir_all(&out_dir);
     let cells = json["cells"].as_array().unwrap();

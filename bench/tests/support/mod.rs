@@ -20,6 +20,13 @@ pub fn bench_command(args: &[&str]) -> Command {
     cmd
 }
 
+/// The one run directory (`<timestamp>/`) a `bench --out DIR` wrote under `dir`; `None`
+/// when the run wrote nothing (a test asserts on the exit status before unwrapping it).
+#[allow(dead_code)] // not every test file that shares this module reads a run's files
+pub fn run_dir(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(dir).ok()?.next()?.ok().map(|e| e.path())
+}
+
 /// A tiny HTTP/1.1 keep-alive server for the peer tests (Python's standard library, a
 /// thread per connection), written into `dir`: `python3 tiny.py HOST PORT` answers
 /// `hello, world!` on every path, without the Content-Type archzoo's answers carry (the
