@@ -8,12 +8,16 @@ use crate::sys;
 use nix::sys::socket::{MsgFlags, SockaddrLike};
 use std::{io, os::unix::io::RawFd};
 
-fn yolo_accept(fd: RawFd) -> Option<io::Result<RawFd>> {
-    let flags =
-        nix::fcntl::OFlag::from_bits(nix::fcntl::fcntl(fd, nix::fcntl::F_GETFL).unwrap()).unwrap();
-    // archzoo patch: a listener that is non-blocking already needs no toggling (two
-    // fcntl calls per accepted connection saved).
-    let toggle = !flags.contains(nix::fcntl::OFlag::O_NONBLOCK);
+// archzoo patch: `nonblocking` is the listener's mode as read once when it was made: a
+// listener that is non-blocking already needs no toggling and no F_GETFL (the three fcntl
+// calls per accepted connection saved).
+fn yolo_accept(fd: RawFd, nonblocking: bool) -> Option<io::Result<RawFd>> {
+    let toggle = !nonblocking;
+    let flags = if toggle {
+        nix::fcntl::OFlag::from_bits(nix::fcntl::fcntl(fd, nix::fcntl::F_GETFL).unwrap()).unwrap()
+    } else {
+        nix::fcntl::OFlag::empty()
+    };
     if toggle {
         nix::fcntl::fcntl(
             fd,

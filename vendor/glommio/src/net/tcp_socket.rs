@@ -75,17 +75,23 @@ type Result<T> = crate::Result<T, ()>;
 pub struct TcpListener {
     reactor: Weak<Reactor>,
     listener: net::TcpListener,
+    // archzoo patch: O_NONBLOCK on the listener, read once (see `yolo_accept`).
+    nonblocking: bool,
 }
 
 impl FromRawFd for TcpListener {
     /// Convert an already bound and listening RawFd into a TcpListener
     unsafe fn from_raw_fd(fd: RawFd) -> Self {
         let sk = Socket::from_raw_fd(fd);
+        let nonblocking = nix::fcntl::fcntl(fd, nix::fcntl::F_GETFL)
+            .map(|f| f & libc::O_NONBLOCK != 0)
+            .unwrap_or(false);
         let listener = sk.into();
 
         TcpListener {
             reactor: Rc::downgrade(&crate::executor().reactor()),
             listener,
+            nonblocking,
         }
     }
 }
@@ -132,6 +138,7 @@ impl TcpListener {
         Ok(TcpListener {
             reactor: Rc::downgrade(&crate::executor().reactor()),
             listener,
+            nonblocking: false,
         })
     }
 
@@ -166,7 +173,7 @@ impl TcpListener {
     pub async fn shared_accept(&self) -> Result<AcceptedTcpStream> {
         let reactor = self.reactor.upgrade().unwrap();
         let raw_fd = self.listener.as_raw_fd();
-        if let Some(r) = yolo_accept(raw_fd) {
+        if let Some(r) = yolo_accept(raw_fd, self.nonblocking) {
             match r {
                 Ok(fd) => {
                     return Ok(AcceptedTcpStream { fd });

@@ -1,0 +1,3 @@
+#![cfg(unix)]
+
+pub mod net;
