@@ -9,16 +9,20 @@ mod support;
 
 /// Runs a 20 s soak of `variant` with `chaos` and returns its row (and the page).
 fn soak(variant: &str, workers: &str, chaos: &str) -> (Soak, String) {
+    soak_with(variant, workers, chaos, &[])
+}
+
+/// [`soak`] with more flags (a workload, a rate).
+fn soak_with(variant: &str, workers: &str, chaos: &str, more: &[&str]) -> (Soak, String) {
     let out_dir = std::env::temp_dir().join(format!(
         "archzoo-soak-test-{}-{}",
         std::process::id(),
         variant.replace('/', "-")
     ));
-    let out = support::bench_output(&[
+    let out_arg = out_dir.display().to_string();
+    let mut args = vec![
         "--soak",
         "20s",
-        "--rate",
-        "400",
         "--chaos",
         chaos,
         "--variants",
@@ -30,8 +34,13 @@ fn soak(variant: &str, workers: &str, chaos: &str) -> (Soak, String) {
         "-c",
         "8",
         "--out",
-        &out_dir.display().to_string(),
-    ]);
+        &out_arg,
+    ];
+    args.extend_from_slice(more);
+    if !more.contains(&"--rate") {
+        args.extend_from_slice(&["--rate", "400"]);
+    }
+    let out = support::bench_output(&args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let run_dir = support::run_dir(&out_dir);
@@ -104,6 +113,50 @@ fn a_one_process_row_is_stopped_instead_and_catches_up() {
     assert!(f.p99_after_ms.unwrap() >= 900.0, "{f:?}");
     // A one-process server counts every answer it gave.
     assert_eq!(row.server_requests, Some(row.answered), "{row:?}");
+}
+
+/// A load balancer restarting: every client connection cut at once (`ss -K`). The client
+/// reconnects; at most the requests in flight on the 8 connections fail, and the rate is
+/// back at once.
+#[test]
+fn every_client_connection_cut_at_once_is_survived() {
+    let (row, _) = soak("prefork-eventloop", "1", "close-conns@5s");
+    check(&row);
+    let f = &row.faults[0];
+    assert_eq!(f.fault.kind, FaultKind::CloseConns);
+    let cut: u32 = f
+        .hit
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{f:?}"));
+    assert!(cut >= 1, "{f:?}");
+    assert!(row.errors <= 8, "{row:?}");
+    assert!(f.lost <= 8, "{f:?}");
+}
+
+/// PostgreSQL restarted under `/pg` load: the server's pool reconnects, and the requests
+/// that met the outage are answered with an error or late, never lost.
+#[test]
+fn a_database_restarted_under_load_is_reconnected_to() {
+    let (row, _) = soak_with(
+        "work-stealing",
+        "1",
+        "restart-db@5s",
+        &["--workloads", "pg", "--rate", "200"],
+    );
+    assert_eq!(row.missing, None, "{row:?}");
+    assert_eq!(row.seconds.len(), 20);
+    let f = &row.faults[0];
+    assert_eq!(f.fault.kind, FaultKind::RestartDb);
+    assert!(f.hit.starts_with("PostgreSQL restarted"), "{f:?}");
+    // Back: the last five seconds answered about the offered rate.
+    for s in &row.seconds[15..] {
+        assert!((170..=230).contains(&s.answered), "{:?}", row.seconds);
+    }
+    assert!(f.recovered_after_ms.is_some(), "{f:?}");
+    assert!(row.vanished().abs() <= 2, "{row:?}");
+    assert_eq!(row.sent, row.answered + row.errors);
 }
 
 #[test]

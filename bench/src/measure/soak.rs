@@ -288,8 +288,12 @@ pub struct Tally {
     per_second: Vec<(u64, Histogram<u64>)>,
     /// Answers by the 100 ms in which they came.
     answered_in: Vec<u32>,
-    /// Answers by the 100 ms in which their requests were due.
+    /// Successful answers by the 100 ms in which their requests were due.
     due_in: Vec<u32>,
+    /// Answers with an error status by the 100 ms in which their requests were due.
+    failed_in: Vec<u32>,
+    /// Answers with an error status, by status.
+    failed_statuses: std::collections::BTreeMap<u16, u64>,
     first: (f64, f64, Histogram<u64>),
     last: (f64, f64, Histogram<u64>),
 }
@@ -311,6 +315,8 @@ pub struct Tallied {
     pub p99_first_ms: Option<f64>,
     pub p99_last_ms: Option<f64>,
     pub faults: Vec<FaultOutcome>,
+    /// Answers with an error status, by status, the most first.
+    pub failed_statuses: Vec<(u16, u64)>,
 }
 
 impl Tally {
@@ -327,13 +333,24 @@ impl Tally {
             per_second: (0..duration_s).map(|_| (0, histogram())).collect(),
             answered_in: vec![0; bins],
             due_in: vec![0; bins],
+            failed_in: vec![0; bins],
+            failed_statuses: Default::default(),
             first: (w, w + window, histogram()),
             last: (d - window, d, histogram()),
         }
     }
 
-    /// Counts one answered request.
+    /// Counts one answered request. One with an error status is a failure: counted by
+    /// status and by when it was due, and left out of the rate's recovery (a server that
+    /// answers 503 at once while its database is down has not recovered).
     pub fn add(&mut self, r: Record) {
+        if !(200..300).contains(&r.status) {
+            *self.failed_statuses.entry(r.status).or_default() += 1;
+            if let Some(n) = self.failed_in.get_mut((r.due_s * 10.0) as usize) {
+                *n += 1;
+            }
+            return;
+        }
         let us = (r.latency_ms * 1000.0).round().max(1.0) as u64;
         if let Some((n, h)) = self.per_second.get_mut(r.due_s as usize) {
             *n += 1;
@@ -374,6 +391,7 @@ impl Tally {
                 let lost: f64 = (at_bin..lost_until)
                     .map(|b| (per_bin - f64::from(self.due_in[b])).max(0.0))
                     .sum();
+                let failed: u32 = self.failed_in[at_bin..lost_until].iter().sum();
                 let mut after = histogram();
                 // The p99 of the requests due in the 5 s from the fault: from the per-second
                 // histograms of the whole seconds it spans.
@@ -385,6 +403,7 @@ impl Tally {
                     fault: *fault,
                     hit: hit.clone(),
                     lost: lost.round() as u64,
+                    failed: u64::from(failed),
                     recovered_after_ms: back.map(|b| ((b - from_bin) * 100) as u64),
                     p99_after_ms: p99_ms(&after),
                 }
@@ -399,6 +418,11 @@ impl Tally {
             p99_first_ms: p99_ms(&self.first.2),
             p99_last_ms: p99_ms(&self.last.2),
             faults,
+            failed_statuses: {
+                let mut by = self.failed_statuses.into_iter().collect::<Vec<_>>();
+                by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                by
+            },
         }
     }
 }
@@ -470,5 +494,42 @@ mod tests {
         assert_eq!(f.lost, 150);
         assert_eq!(f.recovered_after_ms, Some(300));
         assert_eq!(t.seconds[4].0, 850);
+        assert_eq!(f.failed, 0);
+        assert!(t.failed_statuses.is_empty());
+    }
+
+    /// The database down for 1.5 s: the server answers every request at once, but with a
+    /// 503. Those are failed requests, not a recovered rate: the fault lost them all, and
+    /// the rate is back only when 200s are.
+    #[test]
+    fn answers_with_an_error_status_are_failures_not_recovery() {
+        let mut tally = Tally::new(100, 10, 1);
+        for i in 0..1000 {
+            let due_s = f64::from(i) / 100.0;
+            let status = if (3.0..4.5).contains(&due_s) {
+                503
+            } else {
+                200
+            };
+            tally.add(Record {
+                due_s,
+                end_s: due_s + 0.001,
+                latency_ms: 1.0,
+                status,
+            });
+        }
+        let restart = Fault {
+            kind: FaultKind::RestartDb,
+            at_s: 3.0,
+        };
+        let t = tally.finish(&[(restart, "PostgreSQL restarted in 1.5 s".into())]);
+        let f = &t.faults[0];
+        assert_eq!(f.lost, 150, "{f:?}");
+        assert_eq!(f.failed, 150, "{f:?}");
+        assert_eq!(f.recovered_after_ms, Some(1500), "{f:?}");
+        assert_eq!(t.failed_statuses, vec![(503, 150)]);
+        // The seconds count successful answers.
+        assert_eq!(t.seconds[3].0, 0);
+        assert_eq!(t.seconds[4].0, 50);
     }
 }

@@ -24,7 +24,7 @@ pub struct Second {
     pub sockets: Vec<u32>,
     /// The server's CPU in this second, in percent of one CPU.
     pub cpu_pct: f64,
-    /// Requests due in this second (the open loop's schedule) that were answered.
+    /// Requests due in this second (the open loop's schedule) that were answered with a 2xx.
     pub answered: u64,
     /// Their p99 (from when each was due: coordinated omission corrected), ms.
     pub p99_ms: Option<f64>,
@@ -124,8 +124,13 @@ pub struct FaultOutcome {
     /// What was hit: "worker pid 4242", or why something else was (a one-process server
     /// has no worker to kill: the process is stopped instead).
     pub hit: String,
-    /// Requests due from the fault until the rate was back that were never answered.
+    /// Requests due from the fault until the rate was back that got no successful answer:
+    /// none, a client error, or an error status (those are `failed` too).
     pub lost: u64,
+    /// Of those, the ones answered with an error status (a 5xx while the database was
+    /// down, a 502 from a reactor whose worker died).
+    #[serde(default)]
+    pub failed: u64,
     /// From the fault (a stop: from its end) until answers came at 95 % of the offered
     /// rate again, over 100 ms windows; `None`: not within the soak.
     pub recovered_after_ms: Option<u64>,
@@ -153,6 +158,7 @@ pub struct Soak {
     /// Requests the client sent (answered + errors: oha counts each it started).
     #[serde(default)]
     pub sent: u64,
+    /// Requests answered, whatever their status (the failed ones are `failed_statuses`).
     #[serde(default)]
     pub answered: u64,
     #[serde(default)]
@@ -160,6 +166,10 @@ pub struct Soak {
     /// The client's errors by kind, the most first.
     #[serde(default)]
     pub error_kinds: Vec<(String, u64)>,
+    /// Answers with a status other than 2xx, by status, the most first: answered, but
+    /// failed requests all the same.
+    #[serde(default)]
+    pub failed_statuses: Vec<(u16, u64)>,
     /// Requests the schedule made due (rate × duration): sent, or lost before sending.
     #[serde(default)]
     pub due: u64,

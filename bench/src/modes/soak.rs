@@ -249,6 +249,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
         answered: outcome.requests,
         errors: outcome.failed,
         error_kinds: oha::error_kinds(&text),
+        failed_statuses: tallied.failed_statuses,
         due: u64::from(rate) * u64::from(duration_s),
         server_requests,
         p99_first_ms: tallied.p99_first_ms,

@@ -14,11 +14,13 @@ least-squares slope of RSS after it — flat under 1 % over the soak, else GROWS
 a reforked worker, pages handed back) with KiB an hour; **fds** the descriptors open at the \
 end less at the start; **p99 drift** the last \
 minute's p99 over the first's (a shorter soak: its last and first third). **Nothing lost**: \
-every request due was answered or counted as an error by the client (`vanished` 0); the \
+every request due was answered or counted as an error by the client (`vanished` 0); an \
+answer with an error status (a 5xx, a 502) is a failed request too, listed under errors; the \
 server's own count (`--stats`) is beside it — a killed worker's count dies with it. For each \
-fault: the requests due from it until answers came at 95 % of the rate again that were never \
-answered, that recovery time (over 100 ms windows, from the end of a stop), and the p99 of \
-the 5 s after it, beside what the model predicts.";
+fault: the requests due from it until successful answers came at 95 % of the rate again that \
+got none (and of those, how many were answered with an error status), that recovery time \
+(over 100 ms windows, from the end of a stop), and the p99 of the 5 s after it, beside what \
+the model predicts.";
 
 /// The soak table: a row per server.
 pub fn table(rows: &[Soak]) -> String {
@@ -63,7 +65,8 @@ pub fn table(rows: &[Soak]) -> String {
             None => "–".into(),
         };
         let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}"));
-        let errors = if r.errors == 0 {
+        // The client's errors, then the answers with an error status: both failed.
+        let mut errors = if r.errors == 0 {
             "0".to_string()
         } else {
             let kinds: Vec<String> = r
@@ -74,6 +77,14 @@ pub fn table(rows: &[Soak]) -> String {
                 .collect();
             format!("{} ({})", r.errors, kinds.join("; "))
         };
+        if !r.failed_statuses.is_empty() {
+            let statuses: Vec<String> = r
+                .failed_statuses
+                .iter()
+                .map(|(status, n)| format!("{n} × HTTP {status}"))
+                .collect();
+            errors = format!("{errors}; answered {}", statuses.join(", "));
+        }
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {errors} | {} | {} | {rss} | {memory} | {} | {} → {} | {} |",
@@ -114,7 +125,11 @@ pub fn faults_table(rows: &[Soak]) -> String {
                 r.variant,
                 f.fault,
                 f.hit,
-                f.lost,
+                if f.failed > 0 {
+                    format!("{} ({} with an error status)", f.lost, f.failed)
+                } else {
+                    f.lost.to_string()
+                },
                 f.recovered_after_ms
                     .map_or("not within the soak".into(), |ms| format!("{ms} ms")),
                 f.p99_after_ms.map_or("–".into(), |v| format!("{v:.2}")),
