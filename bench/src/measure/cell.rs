@@ -108,6 +108,17 @@ impl Target {
             Target::Url(_) => "external",
         }
     }
+
+    /// What the target is, for a table's model column: a variant's model, a peer's
+    /// description (already "real: …", so no caller adds the prefix again), nothing for a
+    /// `--url` server this harness knows nothing of.
+    pub fn model(&self) -> String {
+        match self {
+            Target::Model(v) => v.model.to_string(),
+            Target::Peer(p) => p.what.clone(),
+            Target::Url(_) => String::new(),
+        }
+    }
 }
 
 /// What one cell runs, besides the server: the handler stack, the workload, keep-alive,
@@ -254,11 +265,7 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     } = *spec;
     let mut cell = Cell {
         variant: target.name().to_string(),
-        model: match target {
-            Target::Model(v) => v.model.to_string(),
-            Target::Peer(p) => p.what.clone(),
-            Target::Url(_) => String::new(),
-        },
+        model: target.model(),
         stack: stack.to_string(),
         workers,
         server_cpus: plan.server_cpus.clone(),
@@ -783,4 +790,22 @@ fn measure(
             .then(|| 100.0 * server_set.steal_secs / wall / plan.server_cpus.len().max(1) as f64),
         outcome,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The soak table once read "real: real: nginx …": the peer's description carries
+    /// the prefix, so every table's model column takes it from one place.
+    #[test]
+    fn a_peer_reads_real_once_and_a_model_its_model() {
+        let nginx = Target::Peer(Peer::builtin("nginx").unwrap());
+        let model = nginx.model();
+        assert!(model.starts_with("real: nginx"), "{model}");
+        assert_eq!(model.matches("real:").count(), 1, "{model}");
+        let v = variants::VARIANTS[0];
+        assert_eq!(Target::Model(v).model(), v.model);
+        assert_eq!(Target::Url("http://127.0.0.1:1/".into()).model(), "");
+    }
 }

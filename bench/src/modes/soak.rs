@@ -103,13 +103,11 @@ fn rate_of(setup: &Setup, target: &Target, spec: &CellSpec) -> Result<u32, Strin
 fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
     let plan = setup.plan;
     let duration_s = setup.duration.as_secs().max(1) as u32;
-    let (model_text, expected) = match target {
-        Target::Model(v) => (v.model.to_string(), model::expected(v)),
-        Target::Peer(p) => (
-            format!("real: {}", p.what),
-            "a real server: measured, not modelled".to_string(),
-        ),
-        Target::Url(_) => (String::new(), String::new()),
+    let model_text = target.model();
+    let expected = match target {
+        Target::Model(v) => model::expected(v),
+        Target::Peer(_) => "a real server: measured, not modelled".to_string(),
+        Target::Url(_) => String::new(),
     };
     let missing = |why: String| Soak {
         workers: spec.workers,
