@@ -451,6 +451,7 @@ impl<'a> Started<'a> {
             rate,
             fleet: self.plan.fleet.as_ref(),
             from: self.plan.client_host(self.spec.link),
+            threads: self.plan.client_cpus.len(),
         }
     }
 

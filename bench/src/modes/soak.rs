@@ -142,6 +142,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
         rate: Some(rate),
         fleet: None,
         from: None,
+        threads: plan.client_cpus.len(),
     };
     let mut argv = match client::command(&load) {
         Ok(argv) => argv,

@@ -37,6 +37,11 @@ pub struct Load<'a> {
     pub fleet: Option<&'a tsung::Fleet>,
     /// The test host a one-process client runs in (`--link veth`); `None`: here.
     pub from: Option<&'a crate::measure::hosts::Host>,
+    /// The CPUs the client is pinned to: a client that can use several threads (wrk)
+    /// runs one per CPU, or one thread would be the limit on a machine with client cores
+    /// to spare — the posts' `ab` mistake, made by the harness. ab stays one thread: that
+    /// is what it is.
+    pub threads: usize,
 }
 
 /// One load generator: how it is run for a [`Load`] and how its report is read.

@@ -12,7 +12,11 @@ impl Tool for Wrk {
         };
         let mut args: Vec<String> = vec![
             "wrk".into(),
-            "-t1".into(),
+            // wrk refuses more threads than connections.
+            format!(
+                "-t{}",
+                load.threads.clamp(1, load.connections.max(1) as usize)
+            ),
             format!("-c{}", load.connections),
             format!("-d{}s", d.as_secs().max(1)),
             "--latency".into(),
@@ -78,4 +82,39 @@ fn latency(text: &str, label: &str) -> Option<f64> {
             .find_map(|l| l.trim_start().strip_prefix(label))?
             .trim(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::client::Client;
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn load(connections: u32, threads: usize) -> Load<'static> {
+        Load {
+            client: Client::Wrk,
+            url: "http://127.0.0.1:8080/",
+            connections,
+            keep_alive: true,
+            amount: Amount::Duration(Duration::from_secs(3)),
+            pipeline: None,
+            script: Path::new("/nonexistent"),
+            rate: None,
+            fleet: None,
+            from: None,
+            threads,
+        }
+    }
+
+    /// One thread per client CPU, so that the client is not one core on a machine with
+    /// cores to spare, and never more threads than connections (wrk refuses that).
+    #[test]
+    fn wrk_runs_a_thread_per_client_cpu_and_no_more_than_connections() {
+        let t = |c, n| Wrk.argv(&load(c, n)).unwrap()[1].clone();
+        assert_eq!(t(64, 1), "-t1");
+        assert_eq!(t(256, 8), "-t8");
+        assert_eq!(t(4, 8), "-t4");
+        assert_eq!(t(64, 0), "-t1");
+    }
 }

@@ -457,6 +457,7 @@ mod tests {
             rate,
             fleet: Some(fleet),
             from: None,
+            threads: 1,
         }
     }
 
