@@ -60,6 +60,11 @@ fn coroutine_ipc(s: &Spec) -> bool {
     s.ipc && !s.blocking_workers
 }
 
+/// A row that forwards requests to workers in turn (reactor-workers' default dispatch).
+fn round_robin_ipc(s: &Spec) -> bool {
+    s.ipc && !s.args.contains(&"--dispatch")
+}
+
 fn waits_without_a_thread(s: &Spec) -> bool {
     !s.blocking_workers
 }
@@ -135,6 +140,7 @@ rules! {
     keepalive_yields_to_a_queued_client if yields_to_the_queue => "only a worker that serves one connection at a time makes a client queue behind a keep-alive connection",
     keepalive_is_held_while_clients_queue if holds_keep_alive => "the row answers `Connection: close` when a client queues, or never makes one queue",
     two_workers_both_serve,
+    round_robin_turns_are_shared_by_reactors if round_robin_ipc => "only a row that forwards each request to the next worker in turn has a turn to share",
     sigterm_exits_zero_leaving_no_process,
     sigterm_finishes_requests_in_flight,
     sigterm_under_load_drops_no_accepted_request,

@@ -53,6 +53,33 @@ pub fn sleep_waits_while_others_are_served(s: &Spec) {
     assert_hello(&sleeper.get("/"));
 }
 
+/// Round-robin's turn is one for all reactors, as Swoole's `worker_round_id`: with two
+/// reactors and two one-request-at-a-time workers, a request right after a slow one goes to
+/// the other worker, whichever reactor took its connection. With a turn per reactor, a
+/// request on the second reactor started again at the worker the first had just made busy.
+pub fn round_robin_turns_are_shared_by_reactors(s: &Spec) {
+    let mut extra = vec!["--workers", "2", "--reactors", "2"];
+    if !s.args.contains(&"--worker-mode") {
+        extra.extend(["--worker-mode", "sync"]);
+    }
+    let server = Server::start(s, &extra);
+    // Each round opens both connections afresh, so over the rounds they land on both
+    // reactors in every combination the kernel makes.
+    for round in 0..6 {
+        let mut sleeper = server.connect();
+        sleeper.send(b"GET /sleep?ms=300 HTTP/1.1\r\nHost: test\r\n\r\n");
+        std::thread::sleep(Duration::from_millis(30));
+        let other = std::time::Instant::now();
+        assert_hello(&server.connect().get("/"));
+        assert!(
+            other.elapsed() < Duration::from_millis(250),
+            "round {round}: a request behind a busy worker waited {:?}",
+            other.elapsed()
+        );
+        assert_eq!(sleeper.response().status, 200);
+    }
+}
+
 /// One worker, eight concurrent `/sleep?ms=200`: a server that waits without a thread
 /// (event loop, coroutine, task; reactor-workers' coroutine workers) answers them all in
 /// about 200 ms, not eight times that.

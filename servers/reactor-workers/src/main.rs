@@ -20,9 +20,11 @@
 //! the work: reactors hold every client connection and do all network I/O; worker processes
 //! only run the handler. Here: the master binds the port and a Unix socket, forks a
 //! *manager* process (the common supervisor) that forks `--workers` workers, then starts
-//! `--reactors` threads. Each reactor parses requests with the shared codec and sends each
-//! complete one as a frame to a worker chosen by `--dispatch` (`round-robin`, `fd-modulo`,
-//! `idle` — Swoole's modes 1, 2 and 3); the worker runs the handler and sends the response
+//! `--reactors` threads (default one per CPU, as Swoole's `reactor_num`). Each reactor
+//! parses requests with the shared codec and sends each complete one as a frame to a worker
+//! chosen by `--dispatch` (`round-robin` — one turn shared by all reactors, as Swoole's
+//! `worker_round_id` —, `fd-modulo`, `idle`: Swoole's modes 1, 2 and 3); the worker runs the
+//! handler and sends the response
 //! back; the reactor writes it to the client. A pipelined connection's requests all go on
 //! at once; their answers are written in request order.
 //!
@@ -87,8 +89,12 @@ struct Args {
     #[command(flatten)]
     server: ServerArgs,
     /// Reactor threads in the master (they accept, read, parse, dispatch and write).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
-    reactors: u32,
+    /// Default: as Swoole's `reactor_num` and nginx's `worker_processes auto`, one per CPU —
+    /// the --cpus count, else the CPUs this process may run on. One reactor was the whole
+    /// server's limit past two cores (16-core run: fewer requests a second at 8 workers
+    /// than at 2).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    reactors: Option<u32>,
     /// How a reactor picks a worker for each request.
     #[arg(long, value_enum, default_value = "round-robin")]
     dispatch: Dispatch,
@@ -108,7 +114,16 @@ fn main() {
         .server
         .resolve_with(defaults)
         .unwrap_or_else(|e| cli::fail(ARCH, e));
-    let reactors = args.reactors as usize;
+    let reactors = args.reactors.map_or_else(
+        || {
+            if config.cpus.is_empty() {
+                cli::allowed_cpus().len()
+            } else {
+                config.cpus.len()
+            }
+        },
+        |n| n as usize,
+    );
     let dispatch = args.dispatch;
     let mode = clap::ValueEnum::to_possible_value(&dispatch)
         .map_or(String::new(), |v| v.get_name().to_string());
@@ -131,6 +146,7 @@ fn main() {
 
     shutdown::install();
     let stopping = Arc::new(AtomicBool::new(false));
+    let round = Arc::new(AtomicUsize::new(0));
     let busy: Arc<Vec<AtomicUsize>> =
         Arc::new((0..config.workers).map(|_| AtomicUsize::new(0)).collect());
     let mut polls = Vec::new();
@@ -167,6 +183,7 @@ fn main() {
             dispatch,
             stopping: stopping.clone(),
             busy: busy.clone(),
+            round: round.clone(),
         };
         let mut reactor =
             Reactor::new(setup).unwrap_or_else(|e| cli::fail(ARCH, format!("reactor: {e}")));

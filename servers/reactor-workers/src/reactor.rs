@@ -97,6 +97,10 @@ pub struct Setup {
     /// Requests in flight per worker, across all reactors (Swoole keeps this in shared
     /// memory for dispatch mode 3).
     pub busy: Arc<Vec<AtomicUsize>>,
+    /// Round-robin's turn, across all reactors: Swoole's `worker_round_id`, one atomic
+    /// counter its reactor threads share. A turn per reactor would send each reactor's
+    /// first request to worker 0, wherever the others had just sent theirs.
+    pub round: Arc<AtomicUsize>,
 }
 
 pub struct Reactor {
@@ -116,7 +120,7 @@ pub struct Reactor {
     /// a pipelined batch's answers leave in one write.
     answered: Vec<usize>,
     dispatch: Dispatch,
-    next_worker: usize,
+    round: Arc<AtomicUsize>,
     stop_flag: Arc<AtomicBool>,
     busy: Arc<Vec<AtomicUsize>>,
 }
@@ -160,7 +164,7 @@ impl Reactor {
             dirty: Vec::new(),
             answered: Vec::new(),
             dispatch: setup.dispatch,
-            next_worker: 0,
+            round: setup.round,
             stop_flag: setup.stopping,
             busy: setup.busy,
         })
@@ -450,15 +454,12 @@ impl Reactor {
                 fd as usize % n
             }
             Dispatch::RoundRobin => {
-                for step in 0..n {
-                    let w = (self.next_worker + step) % n;
-                    if up(&self.links[w]) {
-                        self.next_worker = w + 1;
-                        return w;
-                    }
-                }
-                self.next_worker += 1;
-                (self.next_worker - 1) % n
+                let turn = self.round.fetch_add(1, Ordering::Relaxed);
+                // A worker being restarted is skipped (its turn goes to the next one up).
+                (0..n)
+                    .map(|step| (turn + step) % n)
+                    .find(|&w| up(&self.links[w]))
+                    .unwrap_or(turn % n)
             }
             Dispatch::Idle => (0..n)
                 .min_by_key(|&w| (!up(&self.links[w]), self.busy[w].load(Ordering::Relaxed)))
