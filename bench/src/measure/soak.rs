@@ -24,6 +24,9 @@ pub struct Sample {
     pub fds: u64,
     pub sockets: Vec<u32>,
     pub cpu_pct: f64,
+    /// Of the server CPUs' time in this second, the share the host ran something else
+    /// while they had work (/proc/stat's steal), in percent.
+    pub steal_pct: f64,
 }
 
 /// What the faults are aimed at.
@@ -38,6 +41,8 @@ pub struct Targets {
     pub db_cpus: Option<Vec<usize>>,
     /// The CPUs this thread runs on (the client's: never the server's).
     pub watch_cpus: Vec<usize>,
+    /// The server's CPUs, whose steal is sampled every second.
+    pub server_cpus: Vec<usize>,
 }
 
 /// The thread watching a soak.
@@ -86,6 +91,8 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
     let mut resume: Vec<(Duration, i32)> = Vec::new();
     let mut samples = Vec::new();
     let mut cpu = cpu_by_pid(targets.root);
+    let [mut host] = procfs::cpu_times([&targets.server_cpus]);
+    let mut host_at = Instant::now();
     let mut next_sample = 1u32;
     while !stop.load(Ordering::SeqCst) {
         let now = began.elapsed();
@@ -108,9 +115,18 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
                 .map(|(pid, secs)| (secs - cpu.get(pid).copied().unwrap_or(0.0)).max(0.0))
                 .sum();
             cpu = after;
+            let [host_now] = procfs::cpu_times([&targets.server_cpus]);
+            let span = host_at.elapsed().as_secs_f64() * targets.server_cpus.len().max(1) as f64;
+            let stolen = host_now.since(&host).steal_secs;
+            (host, host_at) = (host_now, Instant::now());
             let mut sample = sample(targets.root);
             sample.at_s = next_sample - 1;
             sample.cpu_pct = 100.0 * spent;
+            sample.steal_pct = if span > 0.0 {
+                100.0 * stolen / span
+            } else {
+                0.0
+            };
             samples.push(sample);
             next_sample += 1;
         }
@@ -161,6 +177,7 @@ fn sample(root: i32) -> Sample {
         fds,
         sockets,
         cpu_pct: 0.0,
+        steal_pct: 0.0,
     }
 }
 
@@ -323,9 +340,7 @@ impl Tally {
     /// A tally of a soak at `rate` for `duration_s`, whose verdicts skip `warm_up_s`:
     /// its first and last minute after that (the first and last third of a shorter one).
     pub fn new(rate: u32, duration_s: u32, warm_up_s: u32) -> Tally {
-        let d = f64::from(duration_s);
-        let w = f64::from(warm_up_s.min(duration_s));
-        let window = ((d - w) / 3.0).min(60.0);
+        let [first, last] = crate::model::soak::windows(duration_s, warm_up_s);
         let bins = duration_s as usize * 10 + 50;
         Tally {
             rate,
@@ -335,8 +350,8 @@ impl Tally {
             due_in: vec![0; bins],
             failed_in: vec![0; bins],
             failed_statuses: Default::default(),
-            first: (w, w + window, histogram()),
-            last: (d - window, d, histogram()),
+            first: (first.0, first.1, histogram()),
+            last: (last.0, last.1, histogram()),
         }
     }
 

@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 use variants::Variant;
 
+use super::cell::STEAL_DISTURBS_PCT;
+
 /// One second of a soak: the server as /proc saw it at its end, and the requests that
 /// were due in it as the client saw them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -28,6 +30,10 @@ pub struct Second {
     pub answered: u64,
     /// Their p99 (from when each was due: coordinated omission corrected), ms.
     pub p99_ms: Option<f64>,
+    /// Of the server CPUs' time in this second, the share the host took for something
+    /// else while they had work (steal), in percent.
+    #[serde(default)]
+    pub steal_pct: f64,
 }
 
 /// A fault `--chaos` injects: `kill-worker@30s`, `stop-worker@60s:2s` (`stop` for short),
@@ -195,6 +201,16 @@ pub fn warm_up_s(duration_s: u32) -> u32 {
     (duration_s / 10).min(60)
 }
 
+/// The windows the p99 drift compares, in seconds from the start of the load: the first
+/// and the last minute after the warm-up (the first and last third of what follows the
+/// warm-up, in a soak under three minutes after it).
+pub fn windows(duration_s: u32, warm_up_s: u32) -> [(f64, f64); 2] {
+    let d = f64::from(duration_s);
+    let w = f64::from(warm_up_s.min(duration_s));
+    let window = ((d - w) / 3.0).min(60.0);
+    [(w, w + window), (d - window, d)]
+}
+
 /// Memory over a soak after its warm-up: the least-squares slope of RSS against time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Growth {
@@ -304,6 +320,34 @@ impl Soak {
         match (self.p99_first_ms, self.p99_last_ms) {
             (Some(first), Some(last)) if first > 0.0 => Some(last / first),
             _ => None,
+        }
+    }
+
+    /// Seconds of the first and of the last window in which the host took
+    /// [`STEAL_DISTURBS_PCT`] or more of the server's CPUs. A minute's p99 is its worst
+    /// 0.6 s: one such second, at 80 % of capacity, fills a queue that the next seconds
+    /// still drain, and the drift then measures the host, not the server.
+    pub fn stolen_seconds(&self) -> [usize; 2] {
+        windows(self.duration_s, warm_up_s(self.duration_s)).map(|(from, to)| {
+            self.seconds
+                .iter()
+                .filter(|s| f64::from(s.at_s) >= from.floor() && f64::from(s.at_s) < to)
+                .filter(|s| s.steal_pct >= STEAL_DISTURBS_PCT)
+                .count()
+        })
+    }
+
+    /// The p99 drift as the table says it: the ratio, and when the host stole in either
+    /// window, that it is not the server's to answer for.
+    pub fn drift_verdict(&self) -> String {
+        let Some(drift) = self.p99_drift() else {
+            return "–".into();
+        };
+        match self.stolen_seconds() {
+            [0, 0] => format!("{drift:.2}×"),
+            [first, last] => format!(
+                "{drift:.2}×, not judged: the host stole ≥ {STEAL_DISTURBS_PCT:.0} % of the server's CPUs in {first} s of the first window, {last} s of the last"
+            ),
         }
     }
 
@@ -417,5 +461,36 @@ mod tests {
         assert_eq!(soak.vanished(), 0);
         assert_eq!(soak.p99_drift(), Some(1.5));
         assert_eq!(Soak { errors: 4, ..soak }.vanished(), 6);
+    }
+
+    /// A ten-minute soak whose last minute's p99 is ten times its first: with a quiet host
+    /// that is the server's drift; with one second of the last minute stolen it is not
+    /// judged, and the row says where the host took its share.
+    #[test]
+    fn a_drift_is_not_judged_where_the_host_stole_in_its_window() {
+        assert_eq!(windows(600, 60), [(60.0, 120.0), (540.0, 600.0)]);
+        assert_eq!(windows(30, 3), [(3.0, 12.0), (21.0, 30.0)]);
+        let quiet = Soak {
+            duration_s: 600,
+            seconds: series(|_| 100_000),
+            p99_first_ms: Some(2.0),
+            p99_last_ms: Some(20.0),
+            ..Soak::default()
+        };
+        assert_eq!(quiet.stolen_seconds(), [0, 0]);
+        assert_eq!(quiet.drift_verdict(), "10.00×");
+        let mut stolen = quiet.clone();
+        // Steal in the warm-up and between the windows says nothing of either.
+        for (at, pct) in [(10, 40.0), (300, 40.0), (570, 12.0), (590, 4.9)] {
+            stolen.seconds[at].steal_pct = pct;
+        }
+        assert_eq!(stolen.stolen_seconds(), [0, 1]);
+        let verdict = stolen.drift_verdict();
+        assert!(verdict.starts_with("10.00×, not judged"), "{verdict}");
+        assert!(
+            verdict.contains("0 s of the first window, 1 s of the last"),
+            "{verdict}"
+        );
+        assert_eq!(Soak::default().drift_verdict(), "–");
     }
 }

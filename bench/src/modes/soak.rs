@@ -184,6 +184,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
             port: server.addr.port(),
             db_cpus: setup.db_cpus.clone(),
             watch_cpus: plan.client_cpus.clone(),
+            server_cpus: plan.server_cpus.clone(),
         },
         setup.faults.to_vec(),
         began,
@@ -225,6 +226,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
                 cpu_pct: sample.map_or(0.0, |s| s.cpu_pct),
                 answered,
                 p99_ms,
+                steal_pct: sample.map_or(0.0, |s| s.steal_pct),
             }
         })
         .collect();

@@ -13,7 +13,9 @@ skip the warm-up (the first minute, or the first tenth of a shorter soak): **mem
 least-squares slope of RSS after it — flat under 1 % over the soak, else GROWS (or shrinks: \
 a reforked worker, pages handed back) with KiB an hour; **fds** the descriptors open at the \
 end less at the start; **p99 drift** the last \
-minute's p99 over the first's (a shorter soak: its last and first third). **Nothing lost**: \
+minute's p99 over the first's (a shorter soak: its last and first third), not judged when \
+the host stole 5 % or more of the server's CPUs in any second of either window (a minute's \
+p99 is its worst 0.6 s: one stolen second decides it). **Nothing lost**: \
 every request due was answered or counted as an error by the client (`vanished` 0); an \
 answer with an error status (a 5xx, a 502) is a failed request too, listed under errors; the \
 server's own count (`--stats`) is beside it — a killed worker's count dies with it. For each \
@@ -100,7 +102,7 @@ pub fn table(rows: &[Soak]) -> String {
             soak::fds_leaked(&r.seconds, warm).map_or("–".into(), |n| format!("{n:+}")),
             ms(r.p99_first_ms),
             ms(r.p99_last_ms),
-            r.p99_drift().map_or("–".into(), |d| format!("{d:.2}×")),
+            r.drift_verdict(),
         );
     }
     out
