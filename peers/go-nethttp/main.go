@@ -8,11 +8,18 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 )
 
 func main() {
+	// The Go release this binary was built with: the version line of a results.json, read
+	// from the binary itself, so a machine it was copied to needs no Go toolchain.
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("go-nethttp built with", runtime.Version())
+		return
+	}
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: go-nethttp PORT")
 		os.Exit(2)
