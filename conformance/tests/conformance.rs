@@ -70,7 +70,10 @@ fn trials(rules: &[Rule]) -> (Vec<Trial>, Vec<String>) {
 /// both rows would test the same path.
 fn thread_per_core_rows_use_the_receive_they_name() -> Result<(), Failed> {
     for (row, expected) in [
-        ("thread-per-core", "io_uring with multishot receive"),
+        (
+            "thread-per-core",
+            "io_uring with multishot accept and receive",
+        ),
         (
             "thread-per-core/readiness",
             "io_uring with readiness-poll receive,",

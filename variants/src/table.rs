@@ -157,7 +157,7 @@ pub const VARIANTS: &[Variant] = &[
             "thread-per-core/readiness",
             "thread-per-core",
             &["--receive", "readiness"],
-            "stock glommio receive",
+            "stock glommio accept and receive",
         )
     },
     Variant {

@@ -40,6 +40,10 @@
 //!   (`ring_recv`), so a keep-alive request costs its `send` and a share of the ring's
 //!   `io_uring_enter`, with no submission of its own. (glommio's own receive arms a
 //!   one-shot readiness poll after every short read: a submission per request.)
+//! - A new connection costs no system call to accept: one multishot accept per shard
+//!   (`ring_accept`) posts every connection as a completion. Its first receive is one-shot,
+//!   so a connection without keep-alive costs one submission, its `send` and its `close`.
+//!   (`--receive readiness` keeps glommio's own accept and receive, as stock glommio.)
 
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
@@ -56,10 +60,12 @@ use common::shutdown::{self, StopChannel};
 use common::{linger, stats};
 use futures_lite::AsyncWriteExt;
 use glommio::net::{TcpListener, TcpStream};
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::{uring_ext, LocalExecutorBuilder, Placement};
+use ring_accept::RingAccept;
 use ring_recv::RingRecv;
 
 mod database;
+mod ring_accept;
 mod ring_recv;
 
 #[global_allocator]
@@ -78,10 +84,10 @@ const IO_MEMORY: usize = 1 << 20;
 struct Args {
     #[command(flatten)]
     server: ServerArgs,
-    /// How connections receive: multishot into a provided-buffer ring (one io_uring
-    /// submission per connection), or glommio's own receive (a readiness poll submitted
-    /// after every short read — what stock glommio does, and the fallback on kernels
-    /// without buffer rings).
+    /// How connections are accepted and receive: multishot accept, and multishot receive
+    /// into a provided-buffer ring (an io_uring submission or two per connection), or
+    /// glommio's own accept and receive (a readiness poll submitted after every short read
+    /// — what stock glommio does, and the fallback on kernels without buffer rings).
     #[arg(long, value_enum, default_value = "multishot")]
     receive: Receive,
 }
@@ -153,7 +159,7 @@ fn main() {
         .map(|i| cpus[i % cpus.len()].to_string())
         .collect();
     let receive = match args.receive {
-        _ if stop_handles.iter().all(|r| r.multishot) => "multishot receive",
+        _ if stop_handles.iter().all(|r| r.multishot) => "multishot accept and receive",
         Receive::Readiness => "readiness-poll receive",
         Receive::Multishot => "readiness-poll receive (no buffer ring on this kernel)",
     };
@@ -244,6 +250,11 @@ async fn shard(
     let conns = ConnRegistry::new();
     let config = config.shared();
     let multishot = receive == Receive::Multishot && ring_recv::init();
+    // The io_uring-native shard accepts with multishot accept too (same kernels, 5.19+).
+    let ring_accept = multishot.then(|| RingAccept::new(listener_fd));
+    if multishot {
+        uring_ext::set_handler(on_completion);
+    }
     let _ = ready.send(Ok(Ready {
         listener_fd,
         conns: conns.clone(),
@@ -252,15 +263,27 @@ async fn shard(
     while !conns.stopping() {
         if conns.live() >= config.max_conns {
             // At --max-conns: leave new connections in the listen queue for a while.
+            if let Some(ring) = &ring_accept {
+                ring.pause();
+            }
             glommio::timer::sleep(Duration::from_millis(10)).await;
             continue;
         }
-        match listener.accept().await {
+        let accepted = match &ring_accept {
+            Some(ring) if !ring.refused() => ring.accept().await.map(|fd| {
+                // SAFETY: a connected TCP socket the kernel just accepted, owned here.
+                unsafe { TcpStream::from_raw_fd(fd) }
+            }),
+            _ => listener.accept().await.map_err(std::io::Error::from),
+        };
+        match accepted {
             Ok(stream) => {
                 let tracked = conns.track(stream);
                 glommio::spawn_local(serve(tracked, config)).detach();
             }
             Err(_) if conns.stopping() => break,
+            // The first answer of a kernel without multishot accept: glommio's from now on.
+            Err(_) if ring_accept.as_ref().is_some_and(|r| r.refused()) => {}
             Err(e) => {
                 eprintln!("{ARCH}: shard {index}: accept failed: {e}; backing off");
                 glommio::timer::sleep(ACCEPT_BACKOFF).await;
@@ -270,6 +293,16 @@ async fn shard(
     // In-flight requests finish; parked connections were shut by the stop.
     while conns.live() > 0 {
         glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The shard's handler of its own io_uring operations' completions: the accept's, and
+/// every connection's receive.
+fn on_completion(user_data: u64, res: i32, flags: u32) -> bool {
+    if user_data & ring_accept::TAG_ACCEPT == ring_accept::TAG_ACCEPT {
+        ring_accept::on_completion(res, flags)
+    } else {
+        ring_recv::on_completion(user_data, res, flags)
     }
 }
 

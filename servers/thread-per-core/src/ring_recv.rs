@@ -1,5 +1,5 @@
-//! Multishot receive into a provided-buffer ring: one io_uring submission per connection
-//! instead of one per request.
+//! Multishot receive into a provided-buffer ring: an io_uring submission or two per
+//! connection instead of one per request.
 //!
 //! glommio 0.9 reads a socket with a direct `recv` and, when it comes back short, arms a
 //! one-shot readiness poll — so every keep-alive request costs an io_uring submission on
@@ -10,6 +10,14 @@
 //! one completion per arrival, without a new submission. A request then costs its `send`
 //! and a share of the executor's ring round trips; returning a buffer is two stores into
 //! shared memory.
+//!
+//! **The first receive is one-shot.** Without keep-alive a connection reads one request and
+//! closes; a multishot receive still armed then has to be cancelled (a second submission),
+//! and until that cancel completes the ring holds the socket, so its TCP close runs later as
+//! io_uring task work instead of in the `close` call. A one-shot receive is over when its
+//! data arrives: a connection that closes after one request costs one submission and closes
+//! at once. A connection that reads again arms the multishot receive then — one more
+//! submission in a keep-alive connection's life.
 //!
 //! What keeps this bounded and live:
 //! - **Flow control.** A connection whose task stops reading (its peer does not read the
@@ -197,8 +205,11 @@ struct Slot {
     offset: usize,
     eof: bool,
     error: Option<i32>,
-    /// A multishot receive is armed (until its last completion).
+    /// A receive is armed (until its last completion).
     armed: bool,
+    /// A receive was armed before: the next one is multishot ("The first receive is
+    /// one-shot" above).
+    received: bool,
     /// A cancel was asked for (flow control or close) and has not completed.
     cancelling: bool,
     /// The last receive ended for lack of buffers: read through glommio until they return.
@@ -237,13 +248,13 @@ pub fn init() -> bool {
             unsupported: false,
         })
     });
-    uring_ext::set_handler(on_completion);
     glommio::spawn_local(canceller()).detach();
     true
 }
 
-/// One completion of a connection's receive (runs inside glommio's reactor).
-fn on_completion(user_data: u64, res: i32, flags: u32) -> bool {
+/// One completion of a connection's receive (runs inside glommio's reactor: no
+/// submissions). The shard's `uring_ext` handler calls it.
+pub fn on_completion(user_data: u64, res: i32, flags: u32) -> bool {
     SHARD.with(|s| {
         let mut guard = s.borrow_mut();
         let Some(shard) = guard.as_mut() else {
@@ -405,7 +416,10 @@ impl RingRecv {
         };
         enum Next {
             Done(io::Result<usize>),
-            Arm,
+            /// Arm a receive: multishot, or one-shot for the connection's first.
+            Arm {
+                multishot: bool,
+            },
             Glommio,
             Wait,
         }
@@ -430,7 +444,8 @@ impl RingRecv {
                 slot.starved = false;
                 slot.armed = true;
                 slot.waker = Some(cx.waker().clone());
-                return Next::Arm;
+                let multishot = std::mem::replace(&mut slot.received, true);
+                return Next::Arm { multishot };
             };
             if let Some(&(bid, len)) = slot.queue.front() {
                 let data = &pool.bytes(bid, len as usize)[slot.offset..];
@@ -457,11 +472,11 @@ impl RingRecv {
             Next::Done(r) => Poll::Ready(r),
             Next::Wait => Poll::Pending,
             Next::Glommio => glommio(cx, stream),
-            Next::Arm => {
+            Next::Arm { multishot } => {
                 let sqe = RawSqe {
                     opcode: IORING_OP_RECV,
                     flags: IOSQE_BUFFER_SELECT,
-                    ioprio: IORING_RECV_MULTISHOT,
+                    ioprio: if multishot { IORING_RECV_MULTISHOT } else { 0 },
                     fd: self.fd,
                     user_data: TAG | key as u64,
                     buf_group: BGID,
