@@ -625,7 +625,7 @@ fn a_thread_per_core_connection_costs_no_accept_call_and_one_submission() {
     let submissions = counted["uring_submissions_per_req"]
         .as_f64()
         .unwrap_or_else(|| panic!("no io_uring submissions counted: {counted}"));
-    assert!((0.8..2.4).contains(&per(submissions)), "{counted}");
+    assert!((0.8..1.6).contains(&per(submissions)), "{counted}");
 }
 
 /// The `system calls per request, by name` row of `variant` in a run's stdout: each name

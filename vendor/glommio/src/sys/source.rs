@@ -224,6 +224,13 @@ impl Source {
         })
     }
 
+    /// archzoo patch: whether the operation is still with the ring — added to its source
+    /// map and not yet completed. A `LinkRings` poll never gets a `result` (its completion
+    /// is dropped unprocessed), so this is how a kept one is known to have fired.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.inner.borrow().enqueued.is_some()
+    }
+
     pub(crate) fn result(&self) -> Option<io::Result<usize>> {
         let mut inner = self.inner.borrow_mut();
         let ret = inner

@@ -1057,7 +1057,28 @@ impl SleepableRing {
         }
     }
 
-    fn sleep(&mut self, link: &Source) -> io::Result<usize> {
+    /// Sleeps until a completion arrives, arming `link` first — a `POLL_ADD` on the other
+    /// sleepable ring's descriptor — when it is given. `Ok(true)`: `link` was armed (and is
+    /// now in flight: the caller keeps it, see `Reactor::link_rings_and_sleep`).
+    ///
+    /// archzoo patch: `link: None` sleeps on a link armed by an earlier sleep that has not
+    /// fired yet.
+    fn sleep(&mut self, link: Option<&Source>) -> io::Result<bool> {
+        let Some(link) = link else {
+            assert_eq!(
+                self.waiting_kernel_submission(),
+                0,
+                "sleeping with pending SQEs"
+            );
+            return self
+                .ring
+                .cq()
+                .wait(1)
+                .map(|_| false)
+                .or_else(Reactor::busy_ok)
+                .or_else(Reactor::again_ok)
+                .or_else(Reactor::intr_ok);
+        };
         assert_eq!(
             self.waiting_kernel_submission(),
             0,
@@ -1103,10 +1124,11 @@ impl SleepableRing {
                 self.ring
                     .cq()
                     .wait(1)
-                    .map(|_| 1)
+                    .map(|_| ())
                     .or_else(Reactor::busy_ok)
                     .or_else(Reactor::again_ok)
                     .or_else(Reactor::intr_ok)
+                    .map(|()| true)
             }
         } else {
             // Can't link rings because we ran out of `CQE`s. Just can't sleep.
@@ -1116,6 +1138,7 @@ impl SleepableRing {
                 .or_else(Reactor::busy_ok)
                 .or_else(Reactor::again_ok)
                 .or_else(Reactor::intr_ok)
+                .map(|_| false)
         }
     }
 }
@@ -1250,6 +1273,9 @@ pub(crate) struct Reactor {
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
     link_fd: RawFd,
+    /// archzoo patch: the `POLL_ADD` that links the latency ring to the main one while the
+    /// main ring sleeps, kept armed from one sleep to the next until it fires.
+    link_rings_src: Cell<Option<Source>>,
 
     // This keeps the `eventfd` alive. Drop will close it when we're done
     notifier: Arc<sys::SleepNotifier>,
@@ -1427,6 +1453,7 @@ impl Reactor {
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
             link_fd,
+            link_rings_src: Cell::new(None),
             notifier,
             eventfd_src,
             source_map,
@@ -1796,7 +1823,21 @@ impl Reactor {
     ///
     /// We may not be able to register an `SQE` at this point, so we return an
     /// Error and will just not sleep.
+    ///
+    /// archzoo patch: the poll is kept armed after the sleep until it fires — upstream armed
+    /// a new one for every sleep (one submission, and an `io_uring_enter` of its own before
+    /// the one that waits) and left the old one to fire with the next latency completion.
+    /// A kept poll that has not fired still links the rings: any completion on the latency
+    /// ring completes it and wakes the main ring.
     fn link_rings_and_sleep(&self, ring: &mut SleepableRing) -> io::Result<()> {
+        if let Some(armed) = self
+            .link_rings_src
+            .take()
+            .filter(Source::in_flight)
+        {
+            self.link_rings_src.set(Some(armed));
+            return ring.sleep(None).or_else(Self::busy_ok).map(|_| {});
+        }
         let link_rings = Source::new(
             IoRequirements::default(),
             self.link_fd,
@@ -1804,7 +1845,10 @@ impl Reactor {
             None,
             None,
         );
-        ring.sleep(&link_rings).or_else(Self::busy_ok).map(|_| {})
+        if ring.sleep(Some(&link_rings)).or_else(Self::busy_ok)? {
+            self.link_rings_src.set(Some(link_rings));
+        }
+        Ok(())
     }
 
     pub(crate) fn poll_io(&self, woke: &mut usize) -> io::Result<()> {
@@ -1897,14 +1941,29 @@ impl Reactor {
         // sleep). The executor asks on every pass, and cancelling and re-arming cost two
         // submissions per pass — on a busy network shard, about one per four requests. A
         // kept timer may cut the next slice to half its length: one extra reactor pass.
+        //
+        // archzoo patch, and before a sleep: a timer that has not fired is kept armed
+        // through the sleep when it fires no later than the user timer the sleep must wake
+        // for (or there is none). A shard that runs out of work a few times a millisecond
+        // cancelled its preemption timer before each sleep and armed a new one after it:
+        // two submissions and two `io_uring_enter`s a sleep, more than a connection's own
+        // receive. Kept, a timer that fires during the sleep wakes the shard once for
+        // nothing (at most once a slice, then it sleeps without one) — and a timer armed
+        // for a user timer is only kept as a preemption timer while it ends within a slice.
         let now = Instant::now();
-        let kept = match (self.latency_preemption_timeout_src.take(), preempt_timer()) {
+        let deadline = self.latency_preemption_deadline.get();
+        let armed = self
+            .latency_preemption_timeout_src
+            .take()
+            .filter(|src| src.result().is_none());
+        let mut kept = match (armed, preempt_timer()) {
             (Some(src), Some(slice))
-                if src.result().is_none()
-                    && self
-                        .latency_preemption_deadline
-                        .get()
-                        .is_some_and(|deadline| deadline >= now + slice / 2) =>
+                if deadline.is_some_and(|d| d >= now + slice / 2 && d <= now + slice) =>
+            {
+                Some(src)
+            }
+            (Some(src), None)
+                if deadline.is_some_and(|d| user_timer.is_none_or(|dur| d <= now + dur)) =>
             {
                 Some(src)
             }
@@ -1952,10 +2011,12 @@ impl Reactor {
         if should_sleep {
             // We are about to go to sleep. It's ok to sleep, but if there
             // is a timer set, we need to make sure we wake up to handle it.
-            if let Some(dur) = user_timer {
-                self.latency_preemption_deadline.set(None);
-                self.latency_preemption_timeout_src
-                    .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
+            //
+            // archzoo patch: unless the kept timer fires first; and the user timer's
+            // deadline is recorded, so that the next sleep can keep it too.
+            if let (None, Some(dur)) = (&kept, user_timer) {
+                self.latency_preemption_deadline.set(Some(Instant::now() + dur));
+                kept = Some(lat_ring.prepare_latency_preemption_timer(dur));
                 assert!(flush_rings!(lat_ring)? > 0);
             }
             // From this moment on the remote executors are aware that we are sleeping
@@ -1982,16 +2043,14 @@ impl Reactor {
             }
         }
 
-        if let Some(preempt) = preempt_timer() {
-            if let Some(src) = kept {
-                self.latency_preemption_timeout_src.set(Some(src));
-            } else {
-                self.latency_preemption_deadline
-                    .set(Some(Instant::now() + preempt));
-                self.latency_preemption_timeout_src
-                    .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
-                flush_rings!(lat_ring, main_ring)?;
-            }
+        if kept.is_some() {
+            self.latency_preemption_timeout_src.set(kept);
+        } else if let Some(preempt) = preempt_timer() {
+            self.latency_preemption_deadline
+                .set(Some(Instant::now() + preempt));
+            self.latency_preemption_timeout_src
+                .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
+            flush_rings!(lat_ring, main_ring)?;
         }
 
         // A Note about `need_preempt`:
