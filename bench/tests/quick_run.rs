@@ -543,20 +543,7 @@ fn a_pipelined_batch_is_answered_in_one_write() {
 #[test]
 fn a_coroutine_connection_costs_no_ioctl_and_one_epoll_ctl() {
     let out = Out::new("conn");
-    let stdout = bench(&[
-        "--quick",
-        "--syscalls",
-        "--variants",
-        "coroutine-reuseport",
-        "--keepalive",
-        "off",
-        "-c",
-        "8",
-        "--workers",
-        "1",
-        "--out",
-        &out.arg(),
-    ]);
+    let stdout = one_worker_without_keepalive(&out, "coroutine-reuseport");
     let by_name = syscalls_by_name(&stdout, "coroutine-reuseport");
     let per = |name: &str| {
         by_name
@@ -571,21 +558,14 @@ fn a_coroutine_connection_costs_no_ioctl_and_one_epoll_ctl() {
     assert!(per("epoll_ctl") < 1.2, "{by_name:?}");
 }
 
-/// A new connection on `thread-per-core` costs no `accept` system call — one multishot
-/// accept takes them all — and one receive submission: its first receive is one-shot, so a
-/// connection that closes after one request has no multishot receive left to cancel.
-/// Counted, not timed. The submissions also hold glommio's own park (a timeout, its cancel
-/// and a poll each time the shard sleeps), which depends on the load: at this load 1.9 a
-/// connection after, 2.8 before (glommio's accept, and a multishot receive cancelled at
-/// every close), with 0.98 `accept` calls then.
-#[test]
-fn a_thread_per_core_connection_costs_no_accept_call_and_one_submission() {
-    let out = Out::new("tpc");
-    let stdout = bench(&[
+/// A `--quick --syscalls` run of `variant` alone, one worker, without keep-alive at `-c 8`:
+/// every request a connection of its own, so the counts a request are the connection's.
+fn one_worker_without_keepalive(out: &Out, variant: &str) -> String {
+    bench(&[
         "--quick",
         "--syscalls",
         "--variants",
-        "thread-per-core",
+        variant,
         "--keepalive",
         "off",
         "-c",
@@ -594,7 +574,20 @@ fn a_thread_per_core_connection_costs_no_accept_call_and_one_submission() {
         "1",
         "--out",
         &out.arg(),
-    ]);
+    ])
+}
+
+/// A new connection on `thread-per-core` costs no `accept` system call — one multishot
+/// accept takes them all — and one receive submission: its first receive is one-shot, so a
+/// connection that closes after one request has no multishot receive left to cancel.
+/// Counted, not timed. The submissions also hold glommio's own park, which depends on how
+/// often the shard sleeps: it armed a timeout, its cancel and a poll at every sleep (1.9 a
+/// connection at this load) until vendored glommio kept them armed across sleeps (about
+/// 1.1 since; 2.8 before the multishot accept, with 0.98 `accept` calls then).
+#[test]
+fn a_thread_per_core_connection_costs_no_accept_call_and_one_submission() {
+    let out = Out::new("tpc");
+    let stdout = one_worker_without_keepalive(&out, "thread-per-core");
     assert!(
         stdout.contains("system calls per request, by name"),
         "{stdout}"
