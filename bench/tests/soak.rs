@@ -3,7 +3,7 @@
 //! its time, the rate back, and the client's counts reconciled with the schedule and the
 //! server's own.
 
-use bench::model::soak::{FaultKind, Soak};
+use bench::model::soak::{self, FaultKind, Soak};
 
 mod support;
 
@@ -71,6 +71,21 @@ fn check(row: &Soak) {
     assert_eq!(f.fault.at_s, 5.0);
     let back = f.recovered_after_ms.expect("the rate came back");
     assert!(back <= 2_000, "{f:?}");
+    // The client's CPU is sampled beside the server's (its own process, on its own CPUs):
+    // at 400 req/s neither is idle for long, and neither is near a full CPU.
+    assert!(row.client_cpus >= 1, "{row:?}");
+    for cpu in [
+        |s: &soak::Second| s.cpu_pct,
+        |s: &soak::Second| s.client_cpu_pct,
+    ] {
+        let busy = row.seconds[1..19].iter().filter(|s| cpu(s) > 0.0).count();
+        assert!(busy >= 9, "{:?}", row.seconds);
+        assert!(
+            row.seconds.iter().all(|s| cpu(s) < 90.0),
+            "{:?}",
+            row.seconds
+        );
+    }
     // The calm seconds before the fault answered about the offered rate.
     for s in &row.seconds[1..4] {
         assert!((360..=440).contains(&s.answered), "{:?}", row.seconds);

@@ -27,6 +27,10 @@ pub struct Sample {
     /// Of the server CPUs' time in this second, the share the host ran something else
     /// while they had work (/proc/stat's steal), in percent.
     pub steal_pct: f64,
+    /// The client's CPU in this second (every thread of it), in percent of one CPU: when it
+    /// nears all of the client's CPUs, the second's p99 is the client's queue, not the
+    /// server's.
+    pub client_cpu_pct: f64,
 }
 
 /// What the faults are aimed at.
@@ -43,6 +47,8 @@ pub struct Targets {
     pub watch_cpus: Vec<usize>,
     /// The server's CPUs, whose steal is sampled every second.
     pub server_cpus: Vec<usize>,
+    /// The client's process, whose CPU is sampled every second beside the server's.
+    pub client: i32,
 }
 
 /// The thread watching a soak.
@@ -91,6 +97,7 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
     let mut resume: Vec<(Duration, i32)> = Vec::new();
     let mut samples = Vec::new();
     let mut cpu = cpu_by_pid(targets.root);
+    let mut client_cpu = procfs::cpu_by_pid(&[targets.client]);
     let [mut host] = procfs::cpu_times([&targets.server_cpus]);
     let mut host_at = Instant::now();
     let mut next_sample = 1u32;
@@ -115,6 +122,9 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
                 .map(|(pid, secs)| (secs - cpu.get(pid).copied().unwrap_or(0.0)).max(0.0))
                 .sum();
             cpu = after;
+            let client_after = procfs::cpu_by_pid(&[targets.client]);
+            let client_spent = procfs::cpu_spent(&client_cpu, &client_after);
+            client_cpu = client_after;
             let [host_now] = procfs::cpu_times([&targets.server_cpus]);
             let span = host_at.elapsed().as_secs_f64() * targets.server_cpus.len().max(1) as f64;
             let stolen = host_now.since(&host).steal_secs;
@@ -122,6 +132,7 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
             let mut sample = sample(targets.root);
             sample.at_s = next_sample - 1;
             sample.cpu_pct = 100.0 * spent;
+            sample.client_cpu_pct = 100.0 * client_spent;
             sample.steal_pct = if span > 0.0 {
                 100.0 * stolen / span
             } else {
@@ -178,6 +189,7 @@ fn sample(root: i32) -> Sample {
         sockets,
         cpu_pct: 0.0,
         steal_pct: 0.0,
+        client_cpu_pct: 0.0,
     }
 }
 

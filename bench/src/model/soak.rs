@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use variants::Variant;
 
-use super::cell::STEAL_DISTURBS_PCT;
+use super::cell::{BOUND_PCT, STEAL_DISTURBS_PCT};
 
 /// One second of a soak: the server as /proc saw it at its end, and the requests that
 /// were due in it as the client saw them.
@@ -34,6 +34,10 @@ pub struct Second {
     /// else while they had work (steal), in percent.
     #[serde(default)]
     pub steal_pct: f64,
+    /// The client's CPU in this second (oha, every thread), in percent of one CPU: an open
+    /// loop whose client is saturated sends late, and the lateness is counted as latency.
+    #[serde(default)]
+    pub client_cpu_pct: f64,
 }
 
 /// A fault `--chaos` injects: `kill-worker@30s`, `stop-worker@60s:2s` (`stop` for short),
@@ -154,6 +158,9 @@ pub struct Soak {
     /// The offered rate, req/s.
     pub rate: u32,
     pub duration_s: u32,
+    /// The CPUs the client ran on: its CPU each second is judged against them.
+    #[serde(default)]
+    pub client_cpus: usize,
     /// Why there are no figures (the server or the client did not run).
     #[serde(default)]
     pub missing: Option<String>,
@@ -337,17 +344,44 @@ impl Soak {
         })
     }
 
-    /// The p99 drift as the table says it: the ratio, and when the host stole in either
-    /// window, that it is not the server's to answer for.
+    /// Seconds of the first and of the last window in which the client used
+    /// [`BOUND_PCT`] or more of its CPUs. oha schedules each request and counts its latency
+    /// from when it was due: a client that cannot keep up sends late, and its own queue
+    /// shows as the server's p99. The drift is then the client's.
+    pub fn client_bound_seconds(&self) -> [usize; 2] {
+        let full = BOUND_PCT * self.client_cpus.max(1) as f64;
+        windows(self.duration_s, warm_up_s(self.duration_s)).map(|(from, to)| {
+            self.seconds
+                .iter()
+                .filter(|s| f64::from(s.at_s) >= from.floor() && f64::from(s.at_s) < to)
+                .filter(|s| s.client_cpu_pct >= full)
+                .count()
+        })
+    }
+
+    /// The p99 drift as the table says it: the ratio, and when the host stole or the
+    /// client ran out of CPU in either window, that it is not the server's to answer for.
     pub fn drift_verdict(&self) -> String {
         let Some(drift) = self.p99_drift() else {
             return "–".into();
         };
-        match self.stolen_seconds() {
-            [0, 0] => format!("{drift:.2}×"),
-            [first, last] => format!(
-                "{drift:.2}×, not judged: the host stole ≥ {STEAL_DISTURBS_PCT:.0} % of the server's CPUs in {first} s of the first window, {last} s of the last"
-            ),
+        let mut why = Vec::new();
+        let [first, last] = self.stolen_seconds();
+        if first + last > 0 {
+            why.push(format!(
+                "the host stole ≥ {STEAL_DISTURBS_PCT:.0} % of the server's CPUs in {first} s of the first window, {last} s of the last"
+            ));
+        }
+        let [first, last] = self.client_bound_seconds();
+        if first + last > 0 {
+            why.push(format!(
+                "the client used ≥ {BOUND_PCT:.0} % of its CPUs in {first} s of the first window, {last} s of the last"
+            ));
+        }
+        if why.is_empty() {
+            format!("{drift:.2}×")
+        } else {
+            format!("{drift:.2}×, not judged: {}", why.join("; "))
         }
     }
 
@@ -492,5 +526,32 @@ mod tests {
             "{verdict}"
         );
         assert_eq!(Soak::default().drift_verdict(), "–");
+    }
+
+    /// The same drift with oha on one CPU saturated for two seconds of the first window:
+    /// the p99 there is oha's lateness, and the row says so; at 89 % of its CPU it is not.
+    #[test]
+    fn a_drift_is_not_judged_where_the_client_ran_out_of_cpu() {
+        let mut soak = Soak {
+            duration_s: 600,
+            client_cpus: 1,
+            seconds: series(|_| 100_000),
+            p99_first_ms: Some(2.0),
+            p99_last_ms: Some(20.0),
+            ..Soak::default()
+        };
+        for (at, pct) in [(70, 99.0), (80, 95.0), (550, 89.0)] {
+            soak.seconds[at].client_cpu_pct = pct;
+        }
+        assert_eq!(soak.client_bound_seconds(), [2, 0]);
+        let verdict = soak.drift_verdict();
+        assert!(
+            verdict.contains("not judged: the client used ≥ 90 % of its CPUs in 2 s of the first window, 0 s of the last"),
+            "{verdict}"
+        );
+        // On two CPUs, 99 % is half of them.
+        soak.client_cpus = 2;
+        assert_eq!(soak.client_bound_seconds(), [0, 0]);
+        assert_eq!(soak.drift_verdict(), "10.00×");
     }
 }

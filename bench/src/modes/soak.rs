@@ -185,6 +185,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
             db_cpus: setup.db_cpus.clone(),
             watch_cpus: plan.client_cpus.clone(),
             server_cpus: plan.server_cpus.clone(),
+            client: child.id() as i32,
         },
         setup.faults.to_vec(),
         began,
@@ -227,6 +228,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
                 answered,
                 p99_ms,
                 steal_pct: sample.map_or(0.0, |s| s.steal_pct),
+                client_cpu_pct: sample.map_or(0.0, |s| s.client_cpu_pct),
             }
         })
         .collect();
@@ -243,6 +245,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
         workload: spec.workload.name.to_string(),
         rate,
         duration_s,
+        client_cpus: plan.client_cpus.len(),
         missing: None,
         seconds,
         faults: tallied.faults,

@@ -157,6 +157,8 @@ pub fn write_files(dir: &Path, results: &Results) -> Result<(), String> {
                 fds: s.fds,
                 busiest_sockets: s.sockets.first().copied().unwrap_or(0),
                 cpu_pct: s.cpu_pct,
+                steal_pct: s.steal_pct,
+                client_cpu_pct: s.client_cpu_pct,
                 answered: s.answered,
                 p99_ms: s.p99_ms,
             })
@@ -177,6 +179,8 @@ struct SoakSecond<'a> {
     /// Sockets of the process holding the most.
     busiest_sockets: u32,
     cpu_pct: f64,
+    steal_pct: f64,
+    client_cpu_pct: f64,
     answered: u64,
     p99_ms: Option<f64>,
 }

@@ -15,7 +15,8 @@ a reforked worker, pages handed back) with KiB an hour; **fds** the descriptors 
 end less at the start; **p99 drift** the last \
 minute's p99 over the first's (a shorter soak: its last and first third), not judged when \
 the host stole 5 % or more of the server's CPUs in any second of either window (a minute's \
-p99 is its worst 0.6 s: one stolen second decides it). **Nothing lost**: \
+p99 is its worst 0.6 s: one stolen second decides it), or the client used 90 % or more of its \
+CPUs in one (it then sends late, and its lateness is counted as latency). **Nothing lost**: \
 every request due was answered or counted as an error by the client (`vanished` 0); an \
 answer with an error status (a 5xx, a 502) is a failed request too, listed under errors; the \
 server's own count (`--stats`) is beside it — a killed worker's count dies with it. For each \
@@ -143,7 +144,8 @@ pub fn faults_table(rows: &[Soak]) -> String {
 }
 
 /// A chart of one soak over time (`soak_<variant>.svg`): answers per second against the
-/// offered rate, p99 (log scale), and RSS, one panel each, a red line at every fault.
+/// offered rate, p99 (log scale), the server's and the client's CPU, and RSS, one panel
+/// each, a red line at every fault.
 pub fn chart(r: &Soak) -> Result<(String, String), String> {
     use plotters::prelude::*;
     let file = format!("soak_{}.svg", r.variant.replace(['/', ' '], "-"));
@@ -151,7 +153,7 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
     let xmax = f64::from(r.duration_s.max(1));
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (980, 720)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (980, 940)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
         let root = root
             .titled(
@@ -162,7 +164,7 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
                 ("sans-serif", 17),
             )
             .map_err(|e| err(&e))?;
-        let panels = root.split_evenly((3, 1));
+        let panels = root.split_evenly((4, 1));
         let faults: Vec<f64> = r.faults.iter().map(|f| f.fault.at_s).collect();
         let blue = RGBColor(31, 119, 180);
         // Answers per second.
@@ -236,6 +238,56 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             )))
             .map_err(|e| err(&e))?;
         }
+        // CPU: whose queue a late answer waited in.
+        let orange = RGBColor(255, 127, 14);
+        let server_cpu: Vec<(f64, f64)> = r
+            .seconds
+            .iter()
+            .map(|s| (f64::from(s.at_s), s.cpu_pct))
+            .collect();
+        let client_cpu: Vec<(f64, f64)> = r
+            .seconds
+            .iter()
+            .map(|s| (f64::from(s.at_s), s.client_cpu_pct))
+            .collect();
+        let top = server_cpu
+            .iter()
+            .chain(&client_cpu)
+            .map(|p| p.1)
+            .fold(100.0, f64::max)
+            * 1.1;
+        let mut c = ChartBuilder::on(&panels[2])
+            .margin(8)
+            .x_label_area_size(24)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, 0f64..top)
+            .map_err(|e| err(&e))?;
+        c.configure_mesh()
+            .y_desc("CPU % (server, client)")
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(|e| err(&e))?;
+        c.draw_series(LineSeries::new(server_cpu, blue.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label("server")
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], blue.stroke_width(2)));
+        c.draw_series(LineSeries::new(client_cpu, orange.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label("client")
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], orange.stroke_width(2)));
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(|e| err(&e))?;
+        for &x in &faults {
+            c.draw_series(std::iter::once(PathElement::new(
+                [(x, 0.0), (x, top)],
+                RED.stroke_width(2),
+            )))
+            .map_err(|e| err(&e))?;
+        }
         // RSS.
         let rss: Vec<(f64, f64)> = r
             .seconds
@@ -244,7 +296,7 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             .map(|s| (f64::from(s.at_s), s.rss_kib as f64 / 1024.0))
             .collect();
         let top = rss.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
-        let mut c = ChartBuilder::on(&panels[2])
+        let mut c = ChartBuilder::on(&panels[3])
             .margin(8)
             .x_label_area_size(36)
             .y_label_area_size(70)
