@@ -335,13 +335,7 @@ impl Soak {
     /// 0.6 s: one such second, at 80 % of capacity, fills a queue that the next seconds
     /// still drain, and the drift then measures the host, not the server.
     pub fn stolen_seconds(&self) -> [usize; 2] {
-        windows(self.duration_s, warm_up_s(self.duration_s)).map(|(from, to)| {
-            self.seconds
-                .iter()
-                .filter(|s| f64::from(s.at_s) >= from.floor() && f64::from(s.at_s) < to)
-                .filter(|s| s.steal_pct >= STEAL_DISTURBS_PCT)
-                .count()
-        })
+        self.seconds_in_windows(|s| s.steal_pct >= STEAL_DISTURBS_PCT)
     }
 
     /// Seconds of the first and of the last window in which the client used
@@ -350,11 +344,16 @@ impl Soak {
     /// shows as the server's p99. The drift is then the client's.
     pub fn client_bound_seconds(&self) -> [usize; 2] {
         let full = BOUND_PCT * self.client_cpus.max(1) as f64;
+        self.seconds_in_windows(|s| s.client_cpu_pct >= full)
+    }
+
+    /// Seconds of the first and of the last verdict window for which `disturbed` holds.
+    fn seconds_in_windows(&self, disturbed: impl Fn(&Second) -> bool) -> [usize; 2] {
         windows(self.duration_s, warm_up_s(self.duration_s)).map(|(from, to)| {
             self.seconds
                 .iter()
                 .filter(|s| f64::from(s.at_s) >= from.floor() && f64::from(s.at_s) < to)
-                .filter(|s| s.client_cpu_pct >= full)
+                .filter(|s| disturbed(s))
                 .count()
         })
     }

@@ -3,6 +3,10 @@
 
 use std::fmt::Write as _;
 
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
 use crate::model::soak::{self, Soak};
 
 /// How to read the soak tables, for the report page.
@@ -147,7 +151,6 @@ pub fn faults_table(rows: &[Soak]) -> String {
 /// offered rate, p99 (log scale), the server's and the client's CPU, and RSS, one panel
 /// each, a red line at every fault.
 pub fn chart(r: &Soak) -> Result<(String, String), String> {
-    use plotters::prelude::*;
     let file = format!("soak_{}.svg", r.variant.replace(['/', ' '], "-"));
     let err = |e: &dyn std::fmt::Display| format!("chart {file}: {e}");
     let xmax = f64::from(r.duration_s.max(1));
@@ -178,17 +181,8 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             .map(|p| p.1)
             .fold(f64::from(r.rate), f64::max)
             * 1.1;
-        let mut c = ChartBuilder::on(&panels[0])
-            .margin(8)
-            .x_label_area_size(24)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..xmax, 0f64..ymax)
-            .map_err(|e| err(&e))?;
-        c.configure_mesh()
-            .y_desc("answered / s")
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(|e| err(&e))?;
+        let mut c =
+            linear_panel(&panels[0], xmax, ymax, "answered / s", None).map_err(|e| err(&e))?;
         c.draw_series(LineSeries::new(answered, blue.stroke_width(2)))
             .map_err(|e| err(&e))?;
         c.draw_series(std::iter::once(PathElement::new(
@@ -196,13 +190,7 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             BLACK.mix(0.4),
         )))
         .map_err(|e| err(&e))?;
-        for &x in &faults {
-            c.draw_series(std::iter::once(PathElement::new(
-                [(x, 0.0), (x, ymax)],
-                RED.stroke_width(2),
-            )))
-            .map_err(|e| err(&e))?;
-        }
+        mark_faults(&mut c, &faults, 0.0, ymax).map_err(|e| err(&e))?;
         // p99, log scale.
         let p99: Vec<(f64, f64)> = r
             .seconds
@@ -231,13 +219,7 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             .map_err(|e| err(&e))?;
         c.draw_series(LineSeries::new(p99, blue.stroke_width(2)))
             .map_err(|e| err(&e))?;
-        for &x in &faults {
-            c.draw_series(std::iter::once(PathElement::new(
-                [(x, lo), (x, hi)],
-                RED.stroke_width(2),
-            )))
-            .map_err(|e| err(&e))?;
-        }
+        mark_faults(&mut c, &faults, lo, hi).map_err(|e| err(&e))?;
         // CPU: whose queue a late answer waited in.
         let orange = RGBColor(255, 127, 14);
         let server_cpu: Vec<(f64, f64)> = r
@@ -256,16 +238,7 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             .map(|p| p.1)
             .fold(100.0, f64::max)
             * 1.1;
-        let mut c = ChartBuilder::on(&panels[2])
-            .margin(8)
-            .x_label_area_size(24)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..xmax, 0f64..top)
-            .map_err(|e| err(&e))?;
-        c.configure_mesh()
-            .y_desc("CPU % (server, client)")
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
+        let mut c = linear_panel(&panels[2], xmax, top, "CPU % (server, client)", None)
             .map_err(|e| err(&e))?;
         c.draw_series(LineSeries::new(server_cpu, blue.stroke_width(2)))
             .map_err(|e| err(&e))?
@@ -281,13 +254,7 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             .position(SeriesLabelPosition::UpperRight)
             .draw()
             .map_err(|e| err(&e))?;
-        for &x in &faults {
-            c.draw_series(std::iter::once(PathElement::new(
-                [(x, 0.0), (x, top)],
-                RED.stroke_width(2),
-            )))
-            .map_err(|e| err(&e))?;
-        }
+        mark_faults(&mut c, &faults, 0.0, top).map_err(|e| err(&e))?;
         // RSS.
         let rss: Vec<(f64, f64)> = r
             .seconds
@@ -296,28 +263,61 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             .map(|s| (f64::from(s.at_s), s.rss_kib as f64 / 1024.0))
             .collect();
         let top = rss.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
-        let mut c = ChartBuilder::on(&panels[3])
-            .margin(8)
-            .x_label_area_size(36)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..xmax, 0f64..top)
-            .map_err(|e| err(&e))?;
-        c.configure_mesh()
-            .x_desc("seconds (red: a fault)")
-            .y_desc("RSS MiB")
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(|e| err(&e))?;
+        let mut c = linear_panel(
+            &panels[3],
+            xmax,
+            top,
+            "RSS MiB",
+            Some("seconds (red: a fault)"),
+        )
+        .map_err(|e| err(&e))?;
         c.draw_series(LineSeries::new(rss, blue.stroke_width(2)))
             .map_err(|e| err(&e))?;
-        for &x in &faults {
-            c.draw_series(std::iter::once(PathElement::new(
-                [(x, 0.0), (x, top)],
-                RED.stroke_width(2),
-            )))
-            .map_err(|e| err(&e))?;
-        }
+        mark_faults(&mut c, &faults, 0.0, top).map_err(|e| err(&e))?;
         root.present().map_err(|e| err(&e))?;
     }
     Ok((file, svg))
+}
+
+/// One panel of a soak chart, its y axis linear from 0 to `top`, its mesh drawn; the x axis
+/// is named on the bottom panel only (`x_desc`).
+fn linear_panel<'a, 'b>(
+    area: &'b DrawingArea<SVGBackend<'a>, Shift>,
+    xmax: f64,
+    top: f64,
+    y_desc: &str,
+    x_desc: Option<&str>,
+) -> Result<ChartContext<'b, SVGBackend<'a>, Cartesian2d<RangedCoordf64, RangedCoordf64>>, String> {
+    let mut c = ChartBuilder::on(area)
+        .margin(8)
+        .x_label_area_size(if x_desc.is_some() { 36 } else { 24 })
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..xmax, 0f64..top)
+        .map_err(|e| e.to_string())?;
+    let mut mesh = c.configure_mesh();
+    if let Some(x_desc) = x_desc {
+        mesh.x_desc(x_desc);
+    }
+    mesh.y_desc(y_desc)
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// A red line from `lo` to `hi` at each fault's time, over whatever the panel draws.
+fn mark_faults<Y: Ranged<ValueType = f64>>(
+    c: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<RangedCoordf64, Y>>,
+    faults: &[f64],
+    lo: f64,
+    hi: f64,
+) -> Result<(), String> {
+    for &x in faults {
+        c.draw_series(std::iter::once(PathElement::new(
+            [(x, lo), (x, hi)],
+            RED.stroke_width(2),
+        )))
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
