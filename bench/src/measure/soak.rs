@@ -3,7 +3,6 @@
 //! — one thread beside the load, on the client's CPUs — and, after the load, the client's
 //! per-request records tallied into seconds, windows and faults.
 
-use std::collections::HashMap;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -96,8 +95,9 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
     let mut hits: Vec<(Fault, Hit)> = Vec::new();
     let mut resume: Vec<(Duration, i32)> = Vec::new();
     let mut samples = Vec::new();
-    let mut cpu = cpu_by_pid(targets.root);
-    let mut client_cpu = procfs::cpu_by_pid(&[targets.client]);
+    let server_cpu = || procfs::cpu_by_pid(&procfs::tree(targets.root));
+    let client_cpu = || procfs::cpu_by_pid(&[targets.client]);
+    let (mut server_was, mut client_was) = (server_cpu(), client_cpu());
     let [mut host] = procfs::cpu_times([&targets.server_cpus]);
     let mut host_at = Instant::now();
     let mut next_sample = 1u32;
@@ -116,15 +116,10 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
             hits.push((fault, hit));
         }
         if now >= Duration::from_secs(u64::from(next_sample)) {
-            let after = cpu_by_pid(targets.root);
-            let spent: f64 = after
-                .iter()
-                .map(|(pid, secs)| (secs - cpu.get(pid).copied().unwrap_or(0.0)).max(0.0))
-                .sum();
-            cpu = after;
-            let client_after = procfs::cpu_by_pid(&[targets.client]);
-            let client_spent = procfs::cpu_spent(&client_cpu, &client_after);
-            client_cpu = client_after;
+            let (server_now, client_now) = (server_cpu(), client_cpu());
+            let spent = procfs::cpu_spent(&server_was, &server_now);
+            let client_spent = procfs::cpu_spent(&client_was, &client_now);
+            (server_was, client_was) = (server_now, client_now);
             let [host_now] = procfs::cpu_times([&targets.server_cpus]);
             let span = host_at.elapsed().as_secs_f64() * targets.server_cpus.len().max(1) as f64;
             let stolen = host_now.since(&host).steal_secs;
@@ -162,13 +157,6 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
             })
             .collect(),
     }
-}
-
-/// CPU seconds of each process of the server now.
-fn cpu_by_pid(root: i32) -> HashMap<i32, f64> {
-    procfs::cpu_by_pid(&procfs::tree(root))
-        .into_iter()
-        .collect()
 }
 
 /// The server's processes now: memory, descriptors, and each one's sockets.
