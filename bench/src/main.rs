@@ -141,6 +141,11 @@ struct Args {
     /// Also count server system calls per request with `perf stat`, in all and by name.
     #[arg(long)]
     syscalls: bool,
+    /// Start each cell's server anew (and warm it up) for every measured repetition: the
+    /// median is then over starts of the server, not over runs of one start — for figures
+    /// a start can sway, such as CPU per connection without keep-alive.
+    #[arg(long)]
+    fresh_server: bool,
     /// Where the CPU goes: one extra repetition per cell under `perf record` (cpu-clock,
     /// kernel and user stacks), drawn as a flame graph per cell (results/…/flame/) and
     /// sorted into kernel, codec, runtime, allocator and libc.
@@ -351,6 +356,15 @@ fn main() {
     if args.syscalls && clients::on_path("perf").is_none() {
         fail("--syscalls needs perf (Debian: apt-get install linux-perf)");
     }
+    if args.fresh_server
+        && (args.url.is_some()
+            || args.slo.is_some()
+            || args.soak.is_some()
+            || args.idle_conns.is_some()
+            || args.attack.is_some())
+    {
+        fail("--fresh-server restarts the matrix's own servers between repetitions: not with --url, --slo, --soak, --idle-conns or --attack");
+    }
     if args.profile {
         if args.url.is_some()
             || args.slo.is_some()
@@ -461,6 +475,7 @@ fn main() {
         client_cpus,
         warmup: (!args.quick).then(|| Duration::from_secs(1)),
         reps: if args.quick { 1 } else { args.reps },
+        fresh_server: args.fresh_server,
         amount: args
             .requests
             .map_or(Amount::Duration(duration), Amount::Requests),
@@ -475,7 +490,7 @@ fn main() {
         profile: args.profile,
     };
     eprintln!(
-        "bench: server on CPUs {} ({} workers), client {} on CPUs {}; {} × {} per cell{}",
+        "bench: server on CPUs {} ({} workers), client {} on CPUs {}; {} × {} per cell{}{}",
         CpuList(plan.server_cpus.clone()),
         plan.workers,
         client.command(),
@@ -487,6 +502,11 @@ fn main() {
         },
         plan.warmup
             .map_or(String::new(), |w| format!(", {}s warm-up", w.as_secs())),
+        if plan.fresh_server {
+            ", the server started anew for each"
+        } else {
+            ""
+        },
     );
 
     if !posts.is_empty() {

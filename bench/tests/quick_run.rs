@@ -145,6 +145,65 @@ fn a_peer_given_on_the_command_line_is_measured() {
     );
 }
 
+/// `--fresh-server` starts the cell's server once per measured repetition: a peer that
+/// notes each start in a file is started twice for `--reps 2`, and the cell says so. (A
+/// run without the flag starts it once: `a_peer_given_on_the_command_line_is_measured`.)
+#[test]
+fn fresh_server_starts_the_server_for_each_repetition() {
+    let scratch = Out::new("fresh");
+    let dir = &scratch.0;
+    let script = support::tiny_server(dir);
+    let starts = dir.join("starts");
+    let peer = format!(
+        "tiny=echo up >> {}; exec python3 {} 127.0.0.1 {{port}}",
+        starts.display(),
+        script.display()
+    );
+    let results_dir = dir.join("results");
+    let out = results_dir.display().to_string();
+    bench(&[
+        "--fresh-server",
+        "--reps",
+        "2",
+        "--duration",
+        "1",
+        "--workloads",
+        "plaintext",
+        "--peer",
+        &peer,
+        "--keepalive",
+        "off",
+        "-c",
+        "4",
+        "--out",
+        &out,
+    ]);
+    let started = std::fs::read_to_string(&starts).unwrap();
+    assert_eq!(started.lines().count(), 2, "{started}");
+    let run = support::run_dir(&results_dir).unwrap();
+    let json = std::fs::read_to_string(run.join("results.json")).unwrap();
+    let results: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let cell = &results["cells"][0];
+    assert_eq!(cell["fresh_server"], true, "{cell}");
+    assert_eq!(cell["runs"].as_array().map(Vec::len), Some(2), "{cell}");
+    let page = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(page.contains("each on a server started for it"));
+}
+
+/// `--fresh-server` restarts servers the harness starts: with `--url` (a server of someone
+/// else's) it is one line and a non-zero exit.
+#[test]
+fn fresh_server_with_a_url_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--fresh-server", "--url", "http://127.0.0.1:1/"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--fresh-server"), "{stderr}");
+}
+
 /// `--peer NAME@MODEL=…` joins the fidelity table beside the model it names: a row for the
 /// pair, in the table printed and in report.html's (from results.json); `--calibrate`
 /// gives the model the peer's extra cost as `--work-us`, reruns its signatures, and finds

@@ -42,6 +42,9 @@ pub struct Plan {
     pub workers: usize,
     pub warmup: Option<Duration>,
     pub reps: u32,
+    /// `--fresh-server`: start each cell's server anew for every measured repetition
+    /// (warmed up each time), instead of once for all of them.
+    pub fresh_server: bool,
     pub amount: Amount,
     pub bin_dir: PathBuf,
     pub script: PathBuf,
@@ -119,6 +122,11 @@ impl Target {
             Target::Url(_) => String::new(),
         }
     }
+
+    /// Whether the harness starts this target's server (not a `--url` one).
+    fn started(&self) -> bool {
+        !matches!(self, Target::Url(_))
+    }
 }
 
 /// What one cell runs, besides the server: the handler stack, the workload, keep-alive,
@@ -137,30 +145,43 @@ pub struct CellSpec<'a> {
 }
 
 /// Runs one cell, step by step: the cell as planned, start its server, check its answer,
-/// warm up, the measured repetitions, the instrumented ones, stop. A step that fails says
-/// why in the cell, and the cell ends there.
+/// warm up, the measured repetitions, the instrumented ones, stop. With `--fresh-server`
+/// those steps run once per measured repetition, the instrumented ones after the last.
+/// A step that fails says why in the cell, and the cell ends there.
 pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
     let mut cell = planned(plan, target, spec);
     if let Some(why) = not_applicable(plan, target, spec) {
         cell.failure = Some(why);
         return cell;
     }
-    let mut run = match Started::start(plan, target, spec) {
-        Ok(run) => run,
-        Err(e) => {
+    let (starts, reps) = if cell.fresh_server {
+        (plan.reps, 1)
+    } else {
+        (1, plan.reps)
+    };
+    for start in 1..=starts {
+        let mut run = match Started::start(plan, target, spec) {
+            Ok(run) => run,
+            Err(e) => {
+                cell.failure = Some(e);
+                return cell;
+            }
+        };
+        cell.server_command = run.server.as_ref().map(|s| s.command.clone());
+        if let Err(e) = run.validate(&mut cell, matches!(target, Target::Model(_))) {
             cell.failure = Some(e);
             return cell;
         }
-    };
-    cell.server_command = run.server.as_ref().map(|s| s.command.clone());
-    if let Err(e) = run.validate(&mut cell, matches!(target, Target::Model(_))) {
-        cell.failure = Some(e);
-        return cell;
+        run.warm_up();
+        run.repetitions(&mut cell, reps);
+        if start == starts {
+            run.instrumented(&mut cell);
+        }
+        run.stop(&mut cell);
+        if cell.failure.is_some() {
+            break;
+        }
     }
-    run.warm_up();
-    run.repetitions(&mut cell);
-    run.instrumented(&mut cell);
-    run.stop(&mut cell);
     note_errors(&mut cell);
     note_steal(&mut cell);
     cell
@@ -280,6 +301,7 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         post: None,
         db_apart: false,
         work_us: plan.work_us_of(target),
+        fresh_server: plan.fresh_server && target.started(),
         runs: Vec::new(),
         failure: None,
         server_command: None,
@@ -483,12 +505,12 @@ impl<'a> Started<'a> {
             .and_then(|w| procfs::worker_cpu(pids, w).ok())
     }
 
-    /// The measured repetitions, each with the server's CPU counted around the client; a
-    /// failed one, or a server that died, ends them.
-    fn repetitions(&mut self, cell: &mut Cell) {
+    /// `reps` measured repetitions, each with the server's CPU counted around the client;
+    /// a failed one, or a server that died, ends them.
+    fn repetitions(&mut self, cell: &mut Cell, reps: u32) {
         let pids = self.pids();
         self.cpu_before = pids.as_deref().and_then(|p| self.worker_cpu(p));
-        for _ in 0..self.plan.reps {
+        for _ in 0..reps {
             match measure(
                 self.plan,
                 &self.load(self.plan.amount),
@@ -546,20 +568,36 @@ impl<'a> Started<'a> {
 
     /// Stops the server and reads what it leaves: its workers' CPU since the first
     /// repetition (a peer's balance), its peak memory, and its `--stats` (each worker's
-    /// requests).
+    /// requests). Over several starts (`--fresh-server`) the cell holds the starts' sums
+    /// worker by worker (busiest first, as each start ranks them) and the highest peak.
     fn stop(self, cell: &mut Cell) {
         let Some(s) = &self.server else { return };
         let pids = procfs::tree(s.pid());
         if let (Some(before), Some(after)) = (&self.cpu_before, self.worker_cpu(&pids)) {
-            cell.worker_cpu_secs = procfs::busiest(before, &after, self.spec.workers);
+            let busiest = procfs::busiest(before, &after, self.spec.workers);
+            add_each(&mut cell.worker_cpu_secs, &busiest);
         }
-        cell.peak_rss_kib = Some(procfs::peak_rss_kib(&pids));
+        let peak = procfs::peak_rss_kib(&pids);
+        cell.peak_rss_kib = Some(cell.peak_rss_kib.map_or(peak, |p| p.max(peak)));
         let Some(s) = self.server else { return };
-        cell.worker_requests = s
+        let requests: Vec<u64> = s
             .stop(server::STOP_GRACE)
             .iter()
             .filter_map(|l| l["requests"].as_u64())
             .collect();
+        add_each(&mut cell.worker_requests, &requests);
+    }
+}
+
+/// Adds `more` to `sums` element by element; an empty `sums` (the first start) takes it
+/// as it is, and a start with another count of workers replaces it (the last one stands).
+fn add_each<T: Copy + std::ops::AddAssign>(sums: &mut Vec<T>, more: &[T]) {
+    if sums.len() == more.len() {
+        for (sum, m) in sums.iter_mut().zip(more) {
+            *sum += *m;
+        }
+    } else {
+        *sums = more.to_vec();
     }
 }
 

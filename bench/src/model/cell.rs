@@ -163,6 +163,12 @@ pub struct Cell {
     /// `--calibrate` run's calibrated model beside its raw one.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub work_us: u32,
+    /// `--fresh-server`: each measured repetition ran on a server started for it alone,
+    /// so the median is over starts — a server's start decides things a run inherits
+    /// (where its threads and memory land), and on this host two starts of one binary
+    /// have differed by 1.7× in CPU per request with the same system calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh_server: bool,
     pub runs: Vec<Run>,
     /// Why the cell has no figures (failed validation, did not start, died).
     pub failure: Option<String>,
@@ -383,6 +389,7 @@ impl Cell {
             post: None,
             db_apart: false,
             work_us: 0,
+            fresh_server: false,
             runs,
             failure: None,
             server_command: None,

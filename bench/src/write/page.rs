@@ -592,9 +592,16 @@ fn setup(meta: &serde_json::Value, cells: &[Cell]) -> Vec<(String, String)> {
     });
     rows.push(("client".into(), format!("{}{pinned}", clients.join(", "))));
     if let Some(reps) = cells.iter().map(|c| c.runs.len()).max() {
+        let starts = if cells.iter().any(|c| c.fresh_server) {
+            ", each on a server started for it (--fresh-server)"
+        } else {
+            ""
+        };
         rows.push((
             "repetitions".into(),
-            format!("{reps} measured per cell (the median is shown; whiskers span them all)"),
+            format!(
+                "{reps} measured per cell{starts} (the median is shown; whiskers span them all)"
+            ),
         ));
     }
     if let Some(commit) = meta["commit"].as_str().filter(|c| !c.is_empty()) {
