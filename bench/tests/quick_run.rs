@@ -617,6 +617,28 @@ fn a_coroutine_connection_costs_no_ioctl_and_one_epoll_ctl() {
     assert!(per("epoll_ctl") < 1.2, "{by_name:?}");
 }
 
+/// A connection that hyper closes costs no `shutdown`: `work-stealing/hyper` closes as
+/// Go's net/http does, with the `close` alone (hyper's own `shutdown(SHUT_WR)` before it
+/// was one system call a connection, the one over issue #38's 7). Counted per connection —
+/// per `sendto`, one answer a connection — not timed; the total is the benchmark's to
+/// judge (empty accepts and `epoll_wait`s a connection depend on the load).
+#[test]
+fn a_hyper_connection_closes_without_shutdown() {
+    let out = Out::new("hyper-close");
+    let stdout = one_worker_without_keepalive(&out, "work-stealing/hyper");
+    let by_name = syscalls_by_name(&stdout, "work-stealing/hyper");
+    let per = |name: &str| {
+        by_name
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0.0, |(_, v)| *v)
+    };
+    let sends = per("sendto");
+    assert!(sends > 0.0, "{by_name:?}");
+    assert!(per("shutdown") / sends < 0.05, "{by_name:?}");
+    assert!((0.8..1.3).contains(&(per("close") / sends)), "{by_name:?}");
+}
+
 /// A `--quick --syscalls` run of `variant` alone, one worker, without keep-alive at `-c 8`:
 /// every request a connection of its own, so the counts a request are the connection's.
 fn one_worker_without_keepalive(out: &Out, variant: &str) -> String {
