@@ -1064,26 +1064,14 @@ impl SleepableRing {
     /// archzoo patch: `link: None` sleeps on a link armed by an earlier sleep that has not
     /// fired yet.
     fn sleep(&mut self, link: Option<&Source>) -> io::Result<bool> {
-        let Some(link) = link else {
-            assert_eq!(
-                self.waiting_kernel_submission(),
-                0,
-                "sleeping with pending SQEs"
-            );
-            return self
-                .ring
-                .cq()
-                .wait(1)
-                .map(|_| false)
-                .or_else(Reactor::busy_ok)
-                .or_else(Reactor::again_ok)
-                .or_else(Reactor::intr_ok);
-        };
         assert_eq!(
             self.waiting_kernel_submission(),
             0,
             "sleeping with pending SQEs"
         );
+        let Some(link) = link else {
+            return self.wait_for_one().map(|()| false);
+        };
         if let Some(mut sqe) = self.ring.sq().prepare_sqe() {
             let sqe_ptr = unsafe { sqe.raw_mut() as *mut _ };
             let op = UringDescriptor {
@@ -1121,14 +1109,7 @@ impl SleepableRing {
                 Err(io::Error::from_raw_os_error(libc::EBUSY))
             } else {
                 // The rings are linked. Goodnight!
-                self.ring
-                    .cq()
-                    .wait(1)
-                    .map(|_| ())
-                    .or_else(Reactor::busy_ok)
-                    .or_else(Reactor::again_ok)
-                    .or_else(Reactor::intr_ok)
-                    .map(|()| true)
+                self.wait_for_one().map(|()| true)
             }
         } else {
             // Can't link rings because we ran out of `CQE`s. Just can't sleep.
@@ -1140,6 +1121,18 @@ impl SleepableRing {
                 .or_else(Reactor::intr_ok)
                 .map(|_| false)
         }
+    }
+
+    /// archzoo patch: blocks until a completion arrives; `EBUSY`, `EAGAIN` and `EINTR`
+    /// end the wait as a completion would (the caller's next pass sees what there is).
+    fn wait_for_one(&mut self) -> io::Result<()> {
+        self.ring
+            .cq()
+            .wait(1)
+            .map(|_| ())
+            .or_else(Reactor::busy_ok)
+            .or_else(Reactor::again_ok)
+            .or_else(Reactor::intr_ok)
     }
 }
 
