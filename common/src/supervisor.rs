@@ -68,6 +68,9 @@ pub struct Supervisor<F: FnMut(usize) -> Result<(), String>> {
     cpus: Vec<usize>,
     slots: Vec<Slot>,
     signals: libc::sigset_t,
+    /// Workers that died before the stop (and were restarted): they never reported their
+    /// counts, so the master does, from the shared ledger (`stats::report_exited`).
+    exited: Vec<u32>,
 }
 
 impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
@@ -89,12 +92,18 @@ impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
             libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
             set
         };
+        // Before the first fork, so that every worker counts where this process can read
+        // it after the worker is gone. Without it only a killed worker's counts are lost.
+        if let Err(e) = stats::share_with_forks() {
+            eprintln!("{arch}: no shared request counts ({e}): a killed worker's are lost");
+        }
         let mut sup = Supervisor {
             arch,
             worker,
             cpus,
             slots: Vec::new(),
             signals,
+            exited: Vec::new(),
         };
         let ready_rx = sup.open_ready_pipe()?;
         for index in 0..workers {
@@ -211,8 +220,19 @@ impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
         std::process::exit(code)
     }
 
-    /// Watches the workers until a stop; returns the master's exit status.
-    pub fn run(mut self) -> i32 {
+    /// Watches the workers until a stop; returns the master's exit status. With `stats`
+    /// (`--stats`: the label the workers' lines carry), the workers that did not report
+    /// — killed, or panicked — are reported at the end, one line each, as the others
+    /// report themselves.
+    pub fn run(mut self, stats: Option<&str>) -> i32 {
+        let code = self.watch();
+        if let Some(label) = stats {
+            stats::report_exited(label, &self.exited);
+        }
+        code
+    }
+
+    fn watch(&mut self) -> i32 {
         let mut stop_at: Option<Instant> = None;
         let mut killed = false;
         let mut fatal = false;
@@ -281,6 +301,11 @@ impl<F: FnMut(usize) -> Result<(), String>> Supervisor<F> {
                 continue;
             };
             self.slots[index].pid = None;
+            // A worker that did not exit cleanly did not report its counts: killed (also
+            // after the stop's grace), or panicked.
+            if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+                self.exited.push(pid as u32);
+            }
             if stopping || *fatal {
                 continue;
             }

@@ -186,8 +186,8 @@ pub struct Soak {
     /// Requests the schedule made due (rate × duration): sent, or lost before sending.
     #[serde(default)]
     pub due: u64,
-    /// Requests the server's workers counted (`--stats`; a killed worker's count dies with
-    /// it); `None` for a peer.
+    /// Requests the server's workers counted (`--stats`; a killed worker's as its master
+    /// reports it, from their shared counts); `None` for a peer.
     #[serde(default)]
     pub server_requests: Option<u64>,
     /// p99 of the first and the last minute after the warm-up (a soak under three minutes:

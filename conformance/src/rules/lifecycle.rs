@@ -71,6 +71,35 @@ pub fn killed_worker_is_restarted(s: &Spec) {
     }
 }
 
+/// A killed worker's requests still count in the server's `--stats`: the master reports
+/// it (`"exited":true`) from the counts it left in memory shared before the fork, so the
+/// server's total matches what the clients were answered — the soak's reconciliation
+/// after a worker is killed.
+pub fn killed_worker_requests_are_still_counted(s: &Spec) {
+    let server = Server::start(s, &["--workers", "2", "--stats"]);
+    let pids = server.worker_pids();
+    assert_eq!(pids.len(), 2, "{:?}", server.stderr_lines());
+    // A connection each, so that both workers serve some (the kernel spreads them).
+    for _ in 0..20 {
+        assert_hello(&server.connect().get("/"));
+    }
+    // SAFETY: kill has no memory-safety preconditions; the pid is the server's worker.
+    unsafe { libc::kill(pids[0], libc::SIGKILL) };
+    server.await_restarts(1, Duration::from_secs(3));
+    for _ in 0..10 {
+        assert_still_serves(&server);
+    }
+    let stats = stop_cleanly(server);
+    let total: u64 = stats.iter().filter_map(|l| l["requests"].as_u64()).sum();
+    assert_eq!(total, 30, "every answered request counted once: {stats:?}");
+    let exited: Vec<i64> = stats
+        .iter()
+        .filter(|l| l["exited"] == true)
+        .filter_map(|l| l["pid"].as_i64())
+        .collect();
+    assert_eq!(exited, vec![i64::from(pids[0])], "{stats:?}");
+}
+
 /// `ss -ltn` sees one socket per worker for SO_REUSEPORT models, one shared otherwise.
 pub fn listening_sockets_match_the_model(s: &Spec) {
     let server = Server::start(s, &["--workers", "3"]);

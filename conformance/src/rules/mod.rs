@@ -160,6 +160,7 @@ rules! {
     framework_stack_serves_the_same_bodies,
     killed_worker_is_restarted if processes => "its workers are threads or shards of one process: nothing to kill alone",
     killed_worker_under_load_spares_the_others if processes => "its workers are threads or shards of one process: nothing to kill alone",
+    killed_worker_requests_are_still_counted if processes => "its workers are threads or shards of one process: nothing to kill alone",
     master_killed_leaves_no_worker_behind if processes => "one process: nothing can be left behind",
     idle_connections_stay_cheap if many_conns => "one connection per worker: it holds no idle connections, its workers wait for them",
     max_conns_leaves_new_connections_queued if many_conns => "one connection per worker is its model: the limit is always 1",

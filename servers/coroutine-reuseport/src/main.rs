@@ -104,7 +104,7 @@ fn main() {
             stack / 1024
         ),
     );
-    std::process::exit(supervisor.run());
+    std::process::exit(supervisor.run(config.stats.then_some(ARCH)));
 }
 
 /// One worker process: bind, schedule coroutines on one thread, stop on SIGTERM.

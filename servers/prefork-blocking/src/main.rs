@@ -179,7 +179,7 @@ fn main() {
             supervisor.describe()
         ),
     );
-    std::process::exit(supervisor.run());
+    std::process::exit(supervisor.run(config.stats.then_some(ARCH)));
 }
 
 /// One worker process: accept, serve to the end, repeat, until asked to stop.

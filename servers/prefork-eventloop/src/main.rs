@@ -129,5 +129,5 @@ fn main() {
             }
         ),
     );
-    std::process::exit(supervisor.run());
+    std::process::exit(supervisor.run(config.stats.then_some(ARCH)));
 }

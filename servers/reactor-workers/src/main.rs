@@ -314,5 +314,6 @@ fn manager(
     let mut pipe = std::fs::File::from(report_to);
     let _ = std::io::Write::write_all(&mut pipe, format!("{}\n", pids.join(" ")).as_bytes());
     drop(pipe);
-    sup.run()
+    // The label the workers' own lines carry (`reactor-workers/<mode>`).
+    sup.run(stats.then(|| STATS_LABEL.get().map_or(ARCH, String::as_str)))
 }
