@@ -21,14 +21,22 @@ use crate::model::slo::{Target, MAX_PROBES, START};
 /// Highest rate tried: beyond any server here on one core, and oha's own limit nearby.
 const MAX_RATE: u32 = 4_096_000;
 
+/// How far below its start a search halves before it stops: a server that keeps no rate
+/// down to a 64th of where it started (a 128th of its closed loop's rate, in a search
+/// beside one) misses its target for another reason than load — one connection per worker
+/// behind a queue of keep-alive connections, say — and lower rates only take longer to
+/// probe (each stretched to 8 s). The capacity is then "below" the lowest rate probed.
+const FLOOR_DIVISOR: u32 = 64;
+
 /// The next rate to probe, given the highest that kept the target and the lowest that
 /// did not (if any), starting at `start`: double until one fails, then halve the bracket;
-/// `None` when the bracket is within 5 % or the ceiling is reached.
+/// `None` when the bracket is within 5 %, the ceiling is reached, or nothing kept down to
+/// [`FLOOR_DIVISOR`] below the start.
 pub fn next_rate(kept: Option<u32>, missed: Option<u32>, start: u32) -> Option<u32> {
     match (kept, missed) {
         (None, None) => Some(start.clamp(1, MAX_RATE)),
         (Some(k), None) => (k < MAX_RATE).then(|| k.saturating_mul(2).min(MAX_RATE)),
-        (None, Some(m)) => (m > 1).then_some(m / 2),
+        (None, Some(m)) => (m > 1 && m / 2 >= start / FLOOR_DIVISOR).then_some(m / 2),
         (Some(k), Some(m)) => {
             let gap = m.saturating_sub(k);
             (f64::from(gap) > 0.05 * f64::from(m) && gap > 1).then_some(k + gap / 2)
@@ -218,6 +226,19 @@ mod tests {
         assert_eq!(next_rate(Some(8000), Some(16000), START), Some(12000));
         assert_eq!(next_rate(Some(15500), Some(16000), START), None);
         assert_eq!(next_rate(Some(MAX_RATE), None, START), None);
+        // Nothing kept from 1,000 down: the search stops at 15 (a 64th), not at 1.
+        let mut missed = None;
+        let mut lowest = START;
+        while let Some(rate) = next_rate(None, missed, START) {
+            missed = Some(rate);
+            lowest = rate;
+        }
+        assert_eq!(lowest, 15);
+        assert_eq!(
+            next_rate(None, Some(2), 1),
+            Some(1),
+            "a start of 1 still halves"
+        );
         // A server that passes at 6,100 and fails at 6,400 is found within 5 %.
         let (mut kept, mut missed) = (None, None);
         let mut probes = 0;
