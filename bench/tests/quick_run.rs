@@ -94,15 +94,44 @@ fn a_pg_run_measures_the_database_beside_the_server() {
 /// A database of one's own (`--pg`) is not placed by `bench`: asking for both is one line.
 #[test]
 fn db_cpus_with_a_database_of_ones_own_is_refused() {
+    let why = refused(&[
+        "--workloads",
+        "pg",
+        "--pg",
+        "postgres://x@127.0.0.1:1/x",
+        "--db-cpus",
+        "0",
+    ]);
+    assert!(why.contains("--db-cpus"), "{why}");
+}
+
+/// `bench` on `peer` alone (`NAME=COMMAND`), without keep-alive at `-c 4`, writing into
+/// `out`, with `extra` flags; its stdout.
+fn bench_peer(peer: &str, out: &std::path::Path, extra: &[&str]) -> String {
+    let out = out.display().to_string();
+    let args = [
+        "--peer",
+        peer,
+        "--keepalive",
+        "off",
+        "-c",
+        "4",
+        "--out",
+        &out,
+    ];
+    bench(&[&args[..], extra].concat())
+}
+
+/// `bench` with `args` fails, saying why in one line; that line.
+fn refused(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(["--workloads", "pg", "--pg", "postgres://x@127.0.0.1:1/x"])
-        .args(["--db-cpus", "0"])
+        .args(args)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--db-cpus"), "{stderr}");
+    stderr
 }
 
 /// `--peer NAME=COMMAND` measures any server: here a tiny one written for the test (Python's
@@ -114,18 +143,7 @@ fn a_peer_given_on_the_command_line_is_measured() {
     let dir = &scratch.0;
     let script = support::tiny_server(dir);
     let peer = format!("tiny=python3 {} 127.0.0.1 {{port}}", script.display());
-    let out = dir.join("results");
-    let stdout = bench(&[
-        "--quick",
-        "--peer",
-        &peer,
-        "--keepalive",
-        "off",
-        "-c",
-        "4",
-        "--out",
-        &out.display().to_string(),
-    ]);
+    let stdout = bench_peer(&peer, &dir.join("results"), &["--quick"]);
     let row = row(&stdout, "tiny");
     assert!(
         row.contains("| --peer |") && !row.contains("FAILED"),
@@ -160,24 +178,12 @@ fn fresh_server_starts_the_server_for_each_repetition() {
         script.display()
     );
     let results_dir = dir.join("results");
-    let out = results_dir.display().to_string();
-    bench(&[
-        "--fresh-server",
-        "--reps",
-        "2",
-        "--duration",
-        "1",
-        "--workloads",
-        "plaintext",
-        "--peer",
+    let reps = ["--fresh-server", "--reps", "2", "--duration", "1"];
+    bench_peer(
         &peer,
-        "--keepalive",
-        "off",
-        "-c",
-        "4",
-        "--out",
-        &out,
-    ]);
+        &results_dir,
+        &[&reps[..], &["--workloads", "plaintext"]].concat(),
+    );
     let started = std::fs::read_to_string(&starts).unwrap();
     assert_eq!(started.lines().count(), 2, "{started}");
     let run = support::run_dir(&results_dir).unwrap();
@@ -194,14 +200,8 @@ fn fresh_server_starts_the_server_for_each_repetition() {
 /// else's) it is one line and a non-zero exit.
 #[test]
 fn fresh_server_with_a_url_is_refused() {
-    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(["--fresh-server", "--url", "http://127.0.0.1:1/"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--fresh-server"), "{stderr}");
+    let why = refused(&["--fresh-server", "--url", "http://127.0.0.1:1/"]);
+    assert!(why.contains("--fresh-server"), "{why}");
 }
 
 /// `--peer NAME@MODEL=…` joins the fidelity table beside the model it names: a row for the
@@ -601,15 +601,8 @@ fn a_pipelined_batch_is_answered_in_one_write() {
 /// Counted, not timed: stock `may` makes 1 `ioctl` and 2 `epoll_ctl` a connection.
 #[test]
 fn a_coroutine_connection_costs_no_ioctl_and_one_epoll_ctl() {
-    let out = Out::new("conn");
-    let stdout = one_worker_without_keepalive(&out, "coroutine-reuseport");
-    let by_name = syscalls_by_name(&stdout, "coroutine-reuseport");
-    let per = |name: &str| {
-        by_name
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0.0, |(_, v)| *v)
-    };
+    let by_name = calls_without_keepalive(&Out::new("conn"), "coroutine-reuseport");
+    let per = |name: &str| calls(&by_name, name);
     // One connection a request without keep-alive (and now and then an accept that finds
     // the drained listener empty).
     assert!((0.8..1.6).contains(&per("accept4")), "{by_name:?}");
@@ -624,19 +617,26 @@ fn a_coroutine_connection_costs_no_ioctl_and_one_epoll_ctl() {
 /// judge (empty accepts and `epoll_wait`s a connection depend on the load).
 #[test]
 fn a_hyper_connection_closes_without_shutdown() {
-    let out = Out::new("hyper-close");
-    let stdout = one_worker_without_keepalive(&out, "work-stealing/hyper");
-    let by_name = syscalls_by_name(&stdout, "work-stealing/hyper");
-    let per = |name: &str| {
-        by_name
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0.0, |(_, v)| *v)
-    };
+    let by_name = calls_without_keepalive(&Out::new("hyper-close"), "work-stealing/hyper");
+    let per = |name: &str| calls(&by_name, name);
     let sends = per("sendto");
     assert!(sends > 0.0, "{by_name:?}");
     assert!(per("shutdown") / sends < 0.05, "{by_name:?}");
     assert!((0.8..1.3).contains(&(per("close") / sends)), "{by_name:?}");
+}
+
+/// The system calls a request of `variant`, by name, in a run of
+/// [`one_worker_without_keepalive`]: a connection's.
+fn calls_without_keepalive(out: &Out, variant: &str) -> Vec<(String, f64)> {
+    syscalls_by_name(&one_worker_without_keepalive(out, variant), variant)
+}
+
+/// `name`'s figure in `by_name` (0 when the server did not make it).
+fn calls(by_name: &[(String, f64)], name: &str) -> f64 {
+    by_name
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(0.0, |(_, v)| *v)
 }
 
 /// A `--quick --syscalls` run of `variant` alone, one worker, without keep-alive at `-c 8`:
