@@ -3,7 +3,7 @@
 
 use std::str::FromStr;
 
-use super::cell::Cell;
+use super::cell::{Cell, Verdict};
 use super::client::millis;
 
 /// The first offered rate.
@@ -133,6 +133,32 @@ pub fn capacity<'a>(target: &Target, probes: impl IntoIterator<Item = &'a Cell>)
     }
 }
 
+/// Whether a probe measured its client more than its server: oha used ≥ 90 % of its CPU
+/// while the server used less (the matrix's client-bound verdict). oha counts latency from
+/// when each request was due, so its own lateness reads as the server's.
+pub fn client_bound(cell: &Cell) -> bool {
+    cell.median()
+        .is_some_and(|r| r.verdict == Verdict::ClientBound)
+}
+
+/// Whether a search's capacity is where its client ran out, not its server: the lowest
+/// probe above the capacity, which missed, was client-bound. The server kept every rate
+/// the client could offer — its capacity is at least this — and a share of it is a share
+/// of what the client can offer (a soak at "80 %" of it can still saturate the client).
+pub fn capacity_is_the_clients<'a>(
+    target: &Target,
+    probes: impl IntoIterator<Item = &'a Cell> + Clone,
+) -> bool {
+    let Capacity::Kept(capacity) = capacity(target, probes.clone()) else {
+        return false;
+    };
+    probes
+        .into_iter()
+        .filter(|c| c.rate.is_some_and(|r| r > capacity))
+        .min_by_key(|c| c.rate)
+        .is_some_and(client_bound)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +196,37 @@ mod tests {
         assert_eq!(capacity(&t, &probes[2..3]), Capacity::Below(8_000));
         assert_eq!(capacity(&t, &probes[..0]), Capacity::Unprobed);
         assert_eq!(Capacity::Below(8_000).to_string(), "< 8000");
+    }
+
+    #[test]
+    fn a_capacity_is_the_clients_when_the_miss_above_it_was_client_bound() {
+        let t: Target = "p99=10ms".parse().unwrap();
+        let probe = |rate: u32, p99: f64, verdict: Verdict| {
+            let mut run = crate::model::cell::Run::sample(f64::from(rate), 10.0);
+            run.outcome.p99_ms = Some(p99);
+            run.verdict = verdict;
+            Cell {
+                rate: Some(rate),
+                ..Cell::sample("thread-per-core", vec![run])
+            }
+        };
+        let server = [
+            probe(50_000, 1.0, Verdict::Neither),
+            probe(100_000, 2.0, Verdict::Neither),
+            probe(200_000, 900.0, Verdict::ServerBound),
+        ];
+        assert!(!capacity_is_the_clients(&t, &server));
+        let client = [
+            probe(50_000, 1.0, Verdict::Neither),
+            probe(100_000, 2.0, Verdict::Neither),
+            probe(200_000, 900.0, Verdict::ClientBound),
+            probe(150_000, 400.0, Verdict::Neither),
+        ];
+        assert!(
+            !capacity_is_the_clients(&t, &client),
+            "the lowest miss above decides"
+        );
+        assert!(capacity_is_the_clients(&t, &client[..3]));
+        assert!(!capacity_is_the_clients(&t, &client[2..3]), "nothing kept");
     }
 }

@@ -157,6 +157,11 @@ pub struct Soak {
     pub workload: String,
     /// The offered rate, req/s.
     pub rate: u32,
+    /// The rate is a share of a capacity the client limited (`--rate N%`): oha ran out of
+    /// CPU in the search's probe above it, so the share is of what the client can offer,
+    /// and the soak may saturate the client still.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capacity_is_the_clients: bool,
     pub duration_s: u32,
     /// The CPUs the client ran on: its CPU each second is judged against them.
     #[serde(default)]

@@ -70,10 +70,11 @@ pub fn run(setup: &Setup, targets: &[(Target, CellSpec)]) -> Vec<Soak> {
 }
 
 /// The rate to soak `target` at: the fixed one, or its share of the capacity a search
-/// finds (2 s probes after a 1 s warm-up); `Err` when none kept the target.
-fn rate_of(setup: &Setup, target: &Target, spec: &CellSpec) -> Result<u32, String> {
+/// finds (2 s probes after a 1 s warm-up), and whether that capacity is where the client
+/// ran out rather than the server; `Err` when none kept the target.
+fn rate_of(setup: &Setup, target: &Target, spec: &CellSpec) -> Result<(u32, bool), String> {
     let share = match setup.rate {
-        Rate::Fixed(n) => return Ok(n),
+        Rate::Fixed(n) => return Ok((n, false)),
         Rate::OfCapacity(share) => share,
     };
     let probe_plan = Plan {
@@ -92,7 +93,16 @@ fn rate_of(setup: &Setup, target: &Target, spec: &CellSpec) -> Result<u32, Strin
         slo::MAX_PROBES,
     );
     match slo::capacity(&setup.slo, &probes) {
-        slo::Capacity::Kept(capacity) => Ok(((f64::from(capacity) * share) as u32).max(1)),
+        slo::Capacity::Kept(capacity) => {
+            let clients = slo::capacity_is_the_clients(&setup.slo, &probes);
+            if clients {
+                eprintln!(
+                    "soak: {}: {capacity} req/s is where oha ran out of CPU, not the server: the soak's rate is a share of what the client can offer",
+                    target.name()
+                );
+            }
+            Ok((((f64::from(capacity) * share) as u32).max(1), clients))
+        }
         other => Err(format!(
             "no rate to soak at: its capacity at {} is {other}",
             setup.slo
@@ -116,8 +126,8 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
         expected: expected.clone(),
         ..Soak::missing(target.name(), &model_text, why)
     };
-    let rate = match rate_of(setup, target, spec) {
-        Ok(rate) => rate,
+    let (rate, capacity_is_the_clients) = match rate_of(setup, target, spec) {
+        Ok(found) => found,
         Err(why) => return missing(why),
     };
     let server = match start_server(plan, target, spec) {
@@ -244,6 +254,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
         workers: spec.workers,
         workload: spec.workload.name.to_string(),
         rate,
+        capacity_is_the_clients,
         duration_s,
         client_cpus: plan.client_cpus.len(),
         missing: None,

@@ -23,7 +23,9 @@ p99 is its worst 0.6 s: one stolen second decides it), or the client used 90 % o
 CPUs in one (it then sends late, and its lateness is counted as latency). **Nothing lost**: \
 every request due was answered or counted as an error by the client (`vanished` 0); an \
 answer with an error status (a 5xx, a 502) is a failed request too, listed under errors; the \
-server's own count (`--stats`) is beside it — a killed worker's count dies with it. For each \
+server's own count (`--stats`) is beside it, a killed worker's included (its master reports \
+it). An offered rate marked ≥cap is a share of a capacity where the client, not the server, \
+ran out (oha saturated in the probe above it): a share of what the client can offer. For each \
 fault: the requests due from it until successful answers came at 95 % of the rate again that \
 got none (and of those, how many were answered with an error status), that recovery time \
 (over 100 ms windows, from the end of a stop), and the p99 of the 5 s after it, beside what \
@@ -99,7 +101,11 @@ pub fn table(rows: &[Soak]) -> String {
             r.model,
             r.workers,
             r.workload,
-            r.rate,
+            if r.capacity_is_the_clients {
+                format!("{} (≥cap)", r.rate)
+            } else {
+                r.rate.to_string()
+            },
             r.duration_s,
             r.answered,
             r.vanished(),
@@ -320,4 +326,23 @@ fn mark_faults<Y: Ranged<ValueType = f64>>(
         .map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rate that is a share of the client's limit says so in the table.
+    #[test]
+    fn a_rate_of_a_client_limited_capacity_is_marked() {
+        let row = |clients| Soak {
+            variant: "thread-per-core".into(),
+            rate: 83_200,
+            duration_s: 600,
+            capacity_is_the_clients: clients,
+            ..Soak::default()
+        };
+        assert!(table(&[row(true)]).contains("| 83200 (≥cap) |"));
+        assert!(table(&[row(false)]).contains("| 83200 |"));
+    }
 }
