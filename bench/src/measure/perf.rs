@@ -40,9 +40,23 @@ pub struct Counts {
     pub by_name: Vec<(String, u64)>,
 }
 
+/// How long `perf stat` may take to attach its events before the run starts anyway.
+const ATTACH_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// `perf stat` counting the server's system calls (and io_uring submissions, where
-/// countable) until it is interrupted.
+/// countable) until it is interrupted; it returns once perf counts.
+///
+/// Attaching takes a while — a tracepoint per system call (`syscalls:sys_enter_*`, some
+/// 350) on every thread of the server — and on a loaded machine longer than a one-second
+/// run: perf interrupted before it counted printed nothing, and the run had no system
+/// calls (the suite's tests, run side by side, met it). So perf starts with its events
+/// disabled (`-D -1`) and a control pipe (`--control fd:3,4`); it acknowledges the
+/// `enable` it is sent once the events are attached and on, and only then does the
+/// client start.
 pub fn start(pids: &[i32]) -> Option<std::process::Child> {
+    use std::io::{BufRead, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
     let list: Vec<String> = pids.iter().map(i32::to_string).collect();
     let mut events = String::from("raw_syscalls:sys_enter");
     for extra in [URING_SUBMIT, BY_NAME] {
@@ -51,13 +65,49 @@ pub fn start(pids: &[i32]) -> Option<std::process::Child> {
             events.push_str(extra);
         }
     }
-    Command::new("perf")
-        .args(["stat", "-x,", "-e", &events, "-p", &list.join(",")])
+    let (ctl_read, ctl_write) = std::io::pipe().ok()?;
+    let (ack_read, ack_write) = std::io::pipe().ok()?;
+    let (ctl, ack) = (ctl_read.as_raw_fd(), ack_write.as_raw_fd());
+    let mut cmd = Command::new("perf");
+    cmd.args(["stat", "-x,", "-D", "-1", "--control", "fd:3,4"])
+        .args(["-e", &events, "-p", &list.join(",")])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .ok()
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec only dup, dup2 and fcntl, which are
+    // async-signal-safe: they give perf the pipes' ends at 3 and 4 without close-on-exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The ack end out of the way first if it sits where the control end goes.
+            let ack = if ack == 3 { libc::dup(ack) } else { ack };
+            for (fd, to) in [(ctl, 3), (ack, 4)] {
+                // dup2 onto itself changes nothing: clear close-on-exec by hand there.
+                let done = if fd == to {
+                    libc::fcntl(fd, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(fd, to)
+                };
+                if fd < 0 || done < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().ok()?;
+    drop((ctl_read, ack_write));
+    let mut ctl_write = ctl_write;
+    let _ = ctl_write.write_all(b"enable\n");
+    // Wait for the acknowledgement on a thread of its own, bounded: perf that fails to
+    // attach exits (the read sees the end of the pipe), one that hangs is not waited for.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(ack_read).read_line(&mut line);
+        let _ = tx.send(());
+    });
+    let _ = rx.recv_timeout(ATTACH_LIMIT);
+    Some(child)
 }
 
 /// Stops the count and reads it.
