@@ -390,7 +390,9 @@ impl Soak {
     }
 
     /// Requests made due that the client neither got an answer to nor counted as an
-    /// error: "nothing lost" is this at zero.
+    /// error: "nothing lost" is this at zero. oha waits for every request it started (an
+    /// unanswered one times out, an error), so these are requests it never sent — behind
+    /// its schedule when time was up — not requests a server lost.
     pub fn vanished(&self) -> i64 {
         self.due as i64 - (self.answered + self.errors) as i64
     }

@@ -21,7 +21,11 @@ minute's p99 over the first's (a shorter soak: its last and first third), not ju
 the host stole 5 % or more of the server's CPUs in any second of either window (a minute's \
 p99 is its worst 0.6 s: one stolen second decides it), or the client used 90 % or more of its \
 CPUs in one (it then sends late, and its lateness is counted as latency). **Nothing lost**: \
-every request due was answered or counted as an error by the client (`vanished` 0); an \
+every request due was answered or counted as an error by the client (`vanished` 0). oha \
+waits for every request it started (one never answered ends as a timeout, an error), so \
+what `vanished` counts was never sent: the client still behind its schedule when time was \
+up — a saturated client, or a server that stalled it near the end; a request a server took \
+and lost shows as an error, and in its own count beside. An \
 answer with an error status (a 5xx, a 502) is a failed request too, listed under errors; the \
 server's own count (`--stats`) is beside it, a killed worker's included (its master reports \
 it). An offered rate marked ≥cap is a share of a capacity where the client, not the server, \
