@@ -260,10 +260,16 @@ fn a_peer_that_names_its_model_joins_the_fidelity_table_and_is_calibrated() {
         .unwrap_or_else(|_| panic!("{line}"));
     assert!(work > 0, "{line}");
     assert!(cols[11].parse::<f64>().is_ok(), "residual: {line}");
-    // Each side's capacity, or the lowest rate it missed (a smoke test's four probes).
+    // Each side's capacity, or the lowest rate it missed (a smoke test's four probes), or
+    // at least a rate (where oha ran out first).
     let capacities: Vec<u32> = cols[12]
         .split(" · ")
-        .filter_map(|x| x.trim_start_matches("< ").parse().ok())
+        .filter_map(|x| {
+            x.trim_start_matches("< ")
+                .trim_start_matches("≥ ")
+                .parse()
+                .ok()
+        })
         .collect();
     assert_eq!(capacities.len(), 2, "capacities: {line}");
     let results = bench::model::Results::load(&run_dir).unwrap();
@@ -446,7 +452,12 @@ fn slo_finds_a_capacity_within_its_probe_bound() {
         .expect("a capacity section");
     assert!(section.contains(cols[8]), "{row} / {section}");
     let capacity: f64 = cols[5].parse().unwrap_or_else(|_| panic!("{row}"));
-    assert!(capacity > 0.0 && capacity <= 50.0, "{row}");
+    // A probe keeps the target with 95 % of its rate achieved: 50 req/s served keeps an
+    // offered 52 (seen: `… 50 ✓ 52 ✓`).
+    assert!(
+        capacity > 0.0 && capacity <= 50.0 / bench::model::cell::SHORTFALL,
+        "{row}"
+    );
     assert!(
         cols[8]
             .split(' ')

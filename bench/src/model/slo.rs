@@ -159,6 +159,20 @@ pub fn capacity_is_the_clients<'a>(
         .is_some_and(client_bound)
 }
 
+/// A search's capacity as the tables print it: `≥ N` where the client ran out first
+/// ([`capacity_is_the_clients`]), else as [`Capacity`] says it.
+pub fn capacity_text<'a>(
+    target: &Target,
+    probes: impl IntoIterator<Item = &'a Cell> + Clone,
+) -> String {
+    let found = capacity(target, probes.clone());
+    if capacity_is_the_clients(target, probes) {
+        format!("≥ {found}")
+    } else {
+        found.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +242,7 @@ mod tests {
         );
         assert!(capacity_is_the_clients(&t, &client[..3]));
         assert!(!capacity_is_the_clients(&t, &client[2..3]), "nothing kept");
+        assert_eq!(capacity_text(&t, &client[..3]), "≥ 100000");
+        assert_eq!(capacity_text(&t, &server), "100000");
     }
 }

@@ -10,7 +10,7 @@ use crate::model::fidelity::{
     agree, calibration, hello_cpu, sig, skew, sleep_prediction, Signature, BALANCE_WORKERS,
     TOLERANCE,
 };
-use crate::model::slo::{capacity, Capacity, Target};
+use crate::model::slo::{capacity, capacity_is_the_clients, capacity_text, Capacity, Target};
 
 /// What a fidelity run gave its servers: every figure of its tables is read at these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,16 +111,26 @@ pub fn calibrated(cells: &[Cell], pairs: &[(&str, String)], setup: Setup, slo: &
             .zip(hello_cpu(&view, model, work, workers))
             .map_or("–".into(), |(p, m)| format!("{:+.1}", p - m));
         c[9] = residual;
-        let capacity_of = |name: &str| {
-            capacity(
-                slo,
-                view.iter()
-                    .filter(|c| c.variant == name && c.rate.is_some()),
-            )
+        let probes_of = |name: &str| -> Vec<&Cell> {
+            view.iter()
+                .filter(|c| c.variant == name && c.rate.is_some())
+                .collect()
         };
-        let (cm, cp) = (capacity_of(model), capacity_of(peer));
-        let figures = format!("{cm} · {cp}");
+        let (pm, pp) = (probes_of(model), probes_of(peer));
+        let (cm, cp) = (
+            capacity(slo, pm.iter().copied()),
+            capacity(slo, pp.iter().copied()),
+        );
+        let figures = format!(
+            "{} · {}",
+            capacity_text(slo, pm.iter().copied()),
+            capacity_text(slo, pp.iter().copied())
+        );
+        // Two capacities where the client ran out agree only because the client did.
+        let clients = capacity_is_the_clients(slo, pm.iter().copied())
+            || capacity_is_the_clients(slo, pp.iter().copied());
         let ok = match (cm, cp) {
+            _ if clients => "not compared: the client's limit",
             (Capacity::Kept(m), Capacity::Kept(p)) => mark(agree(f64::from(m), f64::from(p))),
             _ => "",
         };
@@ -385,6 +395,7 @@ mod tests {
         let probe = |name: &str, work_us: u32, rate: u32, p99: f64| {
             let mut run = Run::sample(f64::from(rate), 5.0);
             run.outcome.p99_ms = Some(p99);
+            run.verdict = crate::model::cell::Verdict::ServerBound;
             Cell {
                 rate: Some(rate),
                 work_us,
@@ -421,5 +432,15 @@ mod tests {
         // The raw table reads the raw model, not the calibrated one.
         let raw = table(&all, &pairs[..1], SETUP);
         assert!(raw.contains("| 5.0 · 30.0 | 6.0 |"), "{raw}");
+        // nginx's probe above its capacity measured the client: its capacity is a lower
+        // bound, and two capacities are not compared when one is the client's.
+        let mut above = probe("nginx", 0, 48_000, 40.0);
+        above.runs[0].verdict = crate::model::cell::Verdict::ClientBound;
+        all.push(above);
+        let text = calibrated(&all, &pairs[..1], SETUP, &"p99=10ms".parse().unwrap());
+        assert!(
+            text.contains("| 20000 · ≥ 24000 | not compared: the client's limit |"),
+            "{text}"
+        );
     }
 }
