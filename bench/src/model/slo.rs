@@ -141,36 +141,41 @@ pub fn client_bound(cell: &Cell) -> bool {
         .is_some_and(|r| r.verdict == Verdict::ClientBound)
 }
 
-/// Whether a search's capacity is where its client ran out, not its server: the lowest
-/// probe above the capacity, which missed, was client-bound. The server kept every rate
-/// the client could offer — its capacity is at least this — and a share of it is a share
-/// of what the client can offer (a soak at "80 %" of it can still saturate the client).
-pub fn capacity_is_the_clients<'a>(
-    target: &Target,
-    probes: impl IntoIterator<Item = &'a Cell> + Clone,
-) -> bool {
-    let Capacity::Kept(capacity) = capacity(target, probes.clone()) else {
-        return false;
-    };
-    probes
-        .into_iter()
-        .filter(|c| c.rate.is_some_and(|r| r > capacity))
-        .min_by_key(|c| c.rate)
-        .is_some_and(client_bound)
+/// What a search found: its capacity, and whether that is where its client ran out, not
+/// its server (`clients`: the lowest probe above the capacity, which missed, was
+/// client-bound). The server then kept every rate the client could offer — its capacity
+/// is at least this — and a share of it is a share of what the client can offer (a soak
+/// at "80 %" of it can still saturate the client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    pub capacity: Capacity,
+    pub clients: bool,
 }
 
-/// A search's capacity as the tables print it: `≥ N` where the client ran out first
-/// ([`capacity_is_the_clients`]), else as [`Capacity`] says it.
-pub fn capacity_text<'a>(
-    target: &Target,
-    probes: impl IntoIterator<Item = &'a Cell> + Clone,
-) -> String {
-    let found = capacity(target, probes.clone());
-    if capacity_is_the_clients(target, probes) {
-        format!("≥ {found}")
-    } else {
-        found.to_string()
+/// As the tables print it: `≥ N` where the client ran out first.
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.clients {
+            write!(f, "≥ {}", self.capacity)
+        } else {
+            write!(f, "{}", self.capacity)
+        }
     }
+}
+
+/// A search's capacity from its `probes` ([`capacity`]), and whether it is the client's.
+pub fn found<'a>(target: &Target, probes: impl IntoIterator<Item = &'a Cell>) -> Found {
+    let probes: Vec<&Cell> = probes.into_iter().collect();
+    let capacity = capacity(target, probes.iter().copied());
+    let clients = match capacity {
+        Capacity::Kept(kept) => probes
+            .iter()
+            .filter(|c| c.rate.is_some_and(|r| r > kept))
+            .min_by_key(|c| c.rate)
+            .is_some_and(|c| client_bound(c)),
+        _ => false,
+    };
+    Found { capacity, clients }
 }
 
 #[cfg(test)]
@@ -229,20 +234,17 @@ mod tests {
             probe(100_000, 2.0, Verdict::Neither),
             probe(200_000, 900.0, Verdict::ServerBound),
         ];
-        assert!(!capacity_is_the_clients(&t, &server));
+        assert!(!found(&t, &server).clients);
         let client = [
             probe(50_000, 1.0, Verdict::Neither),
             probe(100_000, 2.0, Verdict::Neither),
             probe(200_000, 900.0, Verdict::ClientBound),
             probe(150_000, 400.0, Verdict::Neither),
         ];
-        assert!(
-            !capacity_is_the_clients(&t, &client),
-            "the lowest miss above decides"
-        );
-        assert!(capacity_is_the_clients(&t, &client[..3]));
-        assert!(!capacity_is_the_clients(&t, &client[2..3]), "nothing kept");
-        assert_eq!(capacity_text(&t, &client[..3]), "≥ 100000");
-        assert_eq!(capacity_text(&t, &server), "100000");
+        assert!(!found(&t, &client).clients, "the lowest miss above decides");
+        assert!(found(&t, &client[..3]).clients);
+        assert!(!found(&t, &client[2..3]).clients, "nothing kept");
+        assert_eq!(found(&t, &client[..3]).to_string(), "≥ 100000");
+        assert_eq!(found(&t, &server).to_string(), "100000");
     }
 }

@@ -92,16 +92,16 @@ fn rate_of(setup: &Setup, target: &Target, spec: &CellSpec) -> Result<(u32, bool
         slo::START,
         slo::MAX_PROBES,
     );
-    match slo::capacity(&setup.slo, &probes) {
+    let found = slo::found(&setup.slo, &probes);
+    match found.capacity {
         slo::Capacity::Kept(capacity) => {
-            let clients = slo::capacity_is_the_clients(&setup.slo, &probes);
-            if clients {
+            if found.clients {
                 eprintln!(
                     "soak: {}: {capacity} req/s is where oha ran out of CPU, not the server: the soak's rate is a share of what the client can offer",
                     target.name()
                 );
             }
-            Ok((((f64::from(capacity) * share) as u32).max(1), clients))
+            Ok((((f64::from(capacity) * share) as u32).max(1), found.clients))
         }
         other => Err(format!(
             "no rate to soak at: its capacity at {} is {other}",

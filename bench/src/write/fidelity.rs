@@ -10,7 +10,7 @@ use crate::model::fidelity::{
     agree, calibration, hello_cpu, sig, skew, sleep_prediction, Signature, BALANCE_WORKERS,
     TOLERANCE,
 };
-use crate::model::slo::{capacity, capacity_is_the_clients, capacity_text, Capacity, Target};
+use crate::model::slo::{found, Capacity, Target};
 
 /// What a fidelity run gave its servers: every figure of its tables is read at these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,26 +111,18 @@ pub fn calibrated(cells: &[Cell], pairs: &[(&str, String)], setup: Setup, slo: &
             .zip(hello_cpu(&view, model, work, workers))
             .map_or("–".into(), |(p, m)| format!("{:+.1}", p - m));
         c[9] = residual;
-        let probes_of = |name: &str| -> Vec<&Cell> {
-            view.iter()
-                .filter(|c| c.variant == name && c.rate.is_some())
-                .collect()
+        let found_of = |name: &str| {
+            found(
+                slo,
+                view.iter()
+                    .filter(|c| c.variant == name && c.rate.is_some()),
+            )
         };
-        let (pm, pp) = (probes_of(model), probes_of(peer));
-        let (cm, cp) = (
-            capacity(slo, pm.iter().copied()),
-            capacity(slo, pp.iter().copied()),
-        );
-        let figures = format!(
-            "{} · {}",
-            capacity_text(slo, pm.iter().copied()),
-            capacity_text(slo, pp.iter().copied())
-        );
-        // Two capacities where the client ran out agree only because the client did.
-        let clients = capacity_is_the_clients(slo, pm.iter().copied())
-            || capacity_is_the_clients(slo, pp.iter().copied());
-        let ok = match (cm, cp) {
-            _ if clients => "not compared: the client's limit",
+        let (fm, fp) = (found_of(model), found_of(peer));
+        let figures = format!("{fm} · {fp}");
+        let ok = match (fm.capacity, fp.capacity) {
+            // Two capacities where the client ran out agree only because the client did.
+            _ if fm.clients || fp.clients => "not compared: the client's limit",
             (Capacity::Kept(m), Capacity::Kept(p)) => mark(agree(f64::from(m), f64::from(p))),
             _ => "",
         };

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::table::opt;
 use crate::model::cell::Cell;
 use crate::model::post::{self, cell_of, judge, judge_originals, probes_of, Post, Side, POSTS};
-use crate::model::slo::{capacity_text, Target};
+use crate::model::slo::{found, Target};
 
 /// How to read a replay.
 pub const READING: &str = "Each post as it was run (its client command, workload and worker counts, on the model that stands for each server and on the real server where it is installed here or brought with `--peer NAME@MODEL`), then the run it did not make: the other keep-alive mode, the server's CPU per request, which ranks servers when the client is the bottleneck (`ab` is one thread: on this machine it saturates long before most servers), each server's capacity at a latency target (open loop, oha, with keep-alive whatever the post ran: the highest offered rate it serves within the target — near oha's own limit the figure is the client's), and for the post on a database the same cells with the database on CPUs of its own. Ranks and ratios are compared, not req/s. A conclusion *holds* when the servers' cost per request agrees with it; it is *an artefact of the client* when the post's method reproduces it only because `ab` was saturated; it *depends on keep-alive* when the other mode reverses it; it *depends on where the database runs* when moving the database off the server's CPU reverses it; it is *even* when the costs are within 5 % or the two halves of the repetitions order them differently.";
@@ -161,7 +161,7 @@ fn section(post: &Post, cells: &[Cell], slo: &Target) -> String {
                 Some(m) => format!("`{m}` --stack {}", row.stack),
                 None => format!("none: {}", row.why),
             };
-            let searched = |side| capacity_text(slo, probes_of(cells, post, row, side));
+            let searched = |side| found(slo, probes_of(cells, post, row, side)).to_string();
             let peer_cell = cell_of(cells, post.name, row, keep_alive, Side::Original);
             let peer_cpu = peer_cell.and_then(Cell::pooled_cpu_us);
             let peer = peer_cell

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::model::cell::{first_seen, Cell, SHORTFALL};
-use crate::model::slo::{capacity_is_the_clients, client_bound, Target, MAX_PROBES, START};
+use crate::model::slo::{client_bound, found, Target, MAX_PROBES, START};
 
 /// The capacity table of an `--slo` run from its probes (`cells`, each server's in the
 /// order they ran): per server, the highest rate that kept the target, the latency and CPU
@@ -17,12 +17,6 @@ pub fn table(cells: &[Cell], slo: &Target) -> String {
     );
     for server in first_seen(cells, |c| &c.variant) {
         let probes: Vec<&Cell> = cells.iter().filter(|c| c.variant == server).collect();
-        // Where the client ran out first, the capacity is a lower bound: "≥".
-        let at_least = if capacity_is_the_clients(slo, probes.iter().copied()) {
-            "≥ "
-        } else {
-            ""
-        };
         let first = probes[0];
         let head = format!(
             "| {server} | {} | {} | {} | {} |",
@@ -71,8 +65,9 @@ pub fn table(cells: &[Cell], slo: &Target) -> String {
                 let run = cell.median().expect("a kept probe was measured");
                 let _ = writeln!(
                     out,
-                    "{head} {at_least}{} | {} | {} | {} |",
-                    cell.rate.unwrap_or(0),
+                    "{head} {} | {} | {} | {} |",
+                    // The kept probe's rate, "≥" where the client ran out first.
+                    found(slo, probes.iter().copied()),
                     slo.latency(cell).map_or("–".into(), |l| format!("{l:.2}")),
                     run.server_cpu_us_per_req
                         .map_or("–".into(), |c| format!("{c:.2}")),
