@@ -198,6 +198,20 @@ fn fail(message: impl std::fmt::Display) -> ! {
     std::process::exit(2)
 }
 
+/// The flag that makes this run something other than a matrix of servers the harness
+/// starts itself, if one was given.
+fn not_a_matrix(args: &Args) -> Option<&'static str> {
+    [
+        (args.url.is_some(), "--url"),
+        (args.slo.is_some(), "--slo"),
+        (args.soak.is_some(), "--soak"),
+        (args.idle_conns.is_some(), "--idle-conns"),
+        (args.attack.is_some(), "--attack"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
+}
+
 fn main() {
     let args: Args = common::cli::parse();
     if let Some(dir) = &args.report {
@@ -356,23 +370,20 @@ fn main() {
     if args.syscalls && clients::on_path("perf").is_none() {
         fail("--syscalls needs perf (Debian: apt-get install linux-perf)");
     }
-    if args.fresh_server
-        && (args.url.is_some()
-            || args.slo.is_some()
-            || args.soak.is_some()
-            || args.idle_conns.is_some()
-            || args.attack.is_some())
-    {
-        fail("--fresh-server restarts the matrix's own servers between repetitions: not with --url, --slo, --soak, --idle-conns or --attack");
+    // Both act on the servers a matrix run starts and measures, so neither goes with a mode
+    // that measures otherwise (or a server someone else started).
+    for (given, what) in [
+        (
+            args.fresh_server,
+            "--fresh-server restarts the matrix's own servers between repetitions",
+        ),
+        (args.profile, "--profile samples the matrix's own servers"),
+    ] {
+        if let Some(other) = given.then(|| not_a_matrix(&args)).flatten() {
+            fail(format!("{what}: not with {other}"));
+        }
     }
     if args.profile {
-        if args.url.is_some()
-            || args.slo.is_some()
-            || args.idle_conns.is_some()
-            || args.attack.is_some()
-        {
-            fail("--profile samples the matrix's own servers: not with --url, --slo, --idle-conns or --attack");
-        }
         if let Err(why) = bench::measure::profile::check(server_cpus[0]) {
             fail(why);
         }

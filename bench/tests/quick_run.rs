@@ -197,11 +197,20 @@ fn fresh_server_starts_the_server_for_each_repetition() {
 }
 
 /// `--fresh-server` restarts servers the harness starts: with `--url` (a server of someone
-/// else's) it is one line and a non-zero exit.
+/// else's) it is one line and a non-zero exit. So is `--profile` outside a matrix.
 #[test]
 fn fresh_server_with_a_url_is_refused() {
     let why = refused(&["--fresh-server", "--url", "http://127.0.0.1:1/"]);
-    assert!(why.contains("--fresh-server"), "{why}");
+    assert!(
+        why.contains("--fresh-server") && why.contains("--url"),
+        "{why}"
+    );
+    // --profile samples the same servers, refused with the same modes.
+    let why = refused(&["--profile", "--idle-conns", "100"]);
+    assert!(
+        why.contains("--profile") && why.contains("--idle-conns"),
+        "{why}"
+    );
 }
 
 /// `--peer NAME@MODEL=…` joins the fidelity table beside the model it names: a row for the
