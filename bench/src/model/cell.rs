@@ -218,6 +218,22 @@ impl Cell {
         runs.get(runs.len() / 2).copied()
     }
 
+    /// The median of one figure over the repetitions that have it (the upper of the two
+    /// middle ones for an even count, as [`Cell::median`] picks its run). A figure's own
+    /// median, not the median-req/s repetition's: closed-loop req/s is often the client's,
+    /// and a server's start (`--fresh-server`) sways its CPU per request apart from req/s,
+    /// so the run with the median req/s need not have the median CPU.
+    pub fn median_of(&self, figure: fn(&Run) -> Option<f64>) -> Option<f64> {
+        let mut values: Vec<f64> = self.runs.iter().filter_map(figure).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    }
+
+    /// Server CPU µs per request: the median over the repetitions ([`Cell::median_of`]).
+    pub fn cpu_us_per_req(&self) -> Option<f64> {
+        self.median_of(|r| r.server_cpu_us_per_req)
+    }
+
     /// Server CPU µs per request over every measured repetition together. /proc counts
     /// CPU time in 10 ms ticks per process, so one short repetition (`ab -n 1000` at
     /// 160 µs a request is 16 ticks) reads coarse; pooled, the rounding averages out.
@@ -443,5 +459,21 @@ mod tests {
         assert_eq!(verdict(Some(60.0), 40.0), Verdict::Neither);
         assert_eq!(verdict(None, 95.0), Verdict::ClientBound);
         assert_eq!(verdict(Some(89.9), 89.9), Verdict::Neither);
+    }
+
+    /// Three starts: the one with the median req/s spent the most CPU a request. The CPU
+    /// figure is CPU's own median, not that run's.
+    #[test]
+    fn a_figures_median_is_its_own_not_the_median_rps_runs() {
+        let runs = vec![
+            Run::sample(90_000.0, 5.0),
+            Run::sample(100_000.0, 7.0),
+            Run::sample(110_000.0, 6.0),
+        ];
+        let cell = Cell::sample("prefork-eventloop", runs);
+        assert_eq!(cell.median().unwrap().outcome.rps, 100_000.0);
+        assert_eq!(cell.cpu_us_per_req(), Some(6.0));
+        assert_eq!(cell.median_of(|r| Some(r.outcome.rps)), Some(100_000.0));
+        assert_eq!(Cell::sample("x", Vec::new()).cpu_us_per_req(), None);
     }
 }

@@ -98,9 +98,9 @@ pub struct Metric {
     pub reading: &'static str,
 }
 
-/// The median run's figure, with its range over the repetitions.
+/// The figure's own median over the repetitions, with its range.
 fn over_runs(cell: &Cell, get: fn(&Run) -> Option<f64>) -> Option<Figure> {
-    let value = get(cell.median()?)?;
+    let value = cell.median_of(get)?;
     let measured = cell.runs.iter().filter_map(get);
     let range = min_max(measured.clone()).filter(|_| measured.count() > 1);
     Some(Figure { value, range })

@@ -42,10 +42,9 @@ fn find<'a>(cells: &'a [Cell], name: &str, s: Signature) -> Result<&'a Cell, Str
 
 /// The median req/s and CPU µs/request of `name`'s cell of signature `s`.
 fn figures(cells: &[Cell], name: &str, s: Signature) -> Result<(f64, Option<f64>), String> {
-    let run = find(cells, name, s)?
-        .median()
-        .expect("find returns measured cells");
-    Ok((run.outcome.rps, run.server_cpu_us_per_req))
+    let cell = find(cells, name, s)?;
+    let run = cell.median().expect("find returns measured cells");
+    Ok((run.outcome.rps, cell.cpu_us_per_req()))
 }
 
 fn mark(ok: bool) -> &'static str {

@@ -62,14 +62,13 @@ pub fn table(cells: &[Cell], slo: &Target) -> String {
                 );
             }
             (None, Some(cell)) => {
-                let run = cell.median().expect("a kept probe was measured");
                 let _ = writeln!(
                     out,
                     "{head} {} | {} | {} | {} |",
                     // The kept probe's rate, "≥" where the client ran out first.
                     found(slo, probes.iter().copied()),
                     slo.latency(cell).map_or("–".into(), |l| format!("{l:.2}")),
-                    run.server_cpu_us_per_req
+                    cell.cpu_us_per_req()
                         .map_or("–".into(), |c| format!("{c:.2}")),
                     marks.join(" ")
                 );

@@ -207,10 +207,10 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
                 sort: Some(run.outcome.rps),
             },
             Entry::figure(Some(ratio), 2),
-            Entry::figure(run.server_cpu_us_per_req, 2),
+            Entry::figure(cell.cpu_us_per_req(), 2),
         ];
         if database {
-            figures.push(Entry::figure(run.db_cpu_us_per_req, 2));
+            figures.push(Entry::figure(cell.median_of(|r| r.db_cpu_us_per_req), 2));
         }
         let counted = cell.counted.as_ref();
         if syscalls {
