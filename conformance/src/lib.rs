@@ -244,6 +244,19 @@ impl Client {
         }
     }
 
+    /// Whether any bytes of a response have arrived (buffered or in the socket), without
+    /// waiting for them.
+    pub fn has_bytes(&self) -> bool {
+        if !self.buf.is_empty() {
+            return true;
+        }
+        let mut one = [0u8; 1];
+        self.stream.set_nonblocking(true).unwrap();
+        let r = self.stream.peek(&mut one);
+        self.stream.set_nonblocking(false).unwrap();
+        matches!(r, Ok(n) if n > 0)
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("write to server");
     }
