@@ -143,7 +143,9 @@ struct Args {
     syscalls: bool,
     /// Start each cell's server anew (and warm it up) for every measured repetition: the
     /// median is then over starts of the server, not over runs of one start — for figures
-    /// a start can sway, such as CPU per connection without keep-alive.
+    /// a start can sway, such as CPU per connection without keep-alive. The starts go in
+    /// rounds (every cell's first, then every cell's second…), so a machine that drifts
+    /// during the run sways every cell alike.
     #[arg(long)]
     fresh_server: bool,
     /// Where the CPU goes: one extra repetition per cell under `perf record` (cpu-clock,
@@ -514,7 +516,7 @@ fn main() {
         plan.warmup
             .map_or(String::new(), |w| format!(", {}s warm-up", w.as_secs())),
         if plan.fresh_server {
-            ", the server started anew for each"
+            ", the server started anew for each, in rounds across the cells"
         } else {
             ""
         },

@@ -163,35 +163,51 @@ fn a_peer_given_on_the_command_line_is_measured() {
     );
 }
 
-/// `--fresh-server` starts the cell's server once per measured repetition: a peer that
-/// notes each start in a file is started twice for `--reps 2`, and the cell says so. (A
-/// run without the flag starts it once: `a_peer_given_on_the_command_line_is_measured`.)
+/// `--fresh-server` starts the cell's server once per measured repetition, and the
+/// cells' starts take turns, round by round: two peers that note each start in one file
+/// are started a, b, a, b for `--reps 2` — not a, a, b, b, which would put a drift of the
+/// machine between the two cells — and each cell says so. (A run without the flag starts
+/// a server once: `a_peer_given_on_the_command_line_is_measured`.)
 #[test]
-fn fresh_server_starts_the_server_for_each_repetition() {
+fn fresh_server_starts_each_cells_server_for_each_repetition_in_rounds() {
     let scratch = Out::new("fresh");
     let dir = &scratch.0;
     let script = support::tiny_server(dir);
     let starts = dir.join("starts");
-    let peer = format!(
-        "tiny=echo up >> {}; exec python3 {} 127.0.0.1 {{port}}",
-        starts.display(),
-        script.display()
-    );
+    let peer = |name: &str| {
+        format!(
+            "{name}=echo {name} >> {}; exec python3 {} 127.0.0.1 {{port}}",
+            starts.display(),
+            script.display()
+        )
+    };
     let results_dir = dir.join("results");
-    let reps = ["--fresh-server", "--reps", "2", "--duration", "1"];
-    bench_peer(
-        &peer,
-        &results_dir,
-        &[&reps[..], &["--workloads", "plaintext"]].concat(),
-    );
+    let second = peer("tiny-b");
+    let args = [
+        "--peer",
+        &second,
+        "--fresh-server",
+        "--reps",
+        "2",
+        "--duration",
+        "1",
+        "--workloads",
+        "plaintext",
+    ];
+    bench_peer(&peer("tiny-a"), &results_dir, &args);
     let started = std::fs::read_to_string(&starts).unwrap();
-    assert_eq!(started.lines().count(), 2, "{started}");
+    assert_eq!(
+        started.lines().collect::<Vec<_>>(),
+        ["tiny-a", "tiny-b", "tiny-a", "tiny-b"],
+        "{started}"
+    );
     let run = support::run_dir(&results_dir).unwrap();
     let json = std::fs::read_to_string(run.join("results.json")).unwrap();
     let results: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let cell = &results["cells"][0];
-    assert_eq!(cell["fresh_server"], true, "{cell}");
-    assert_eq!(cell["runs"].as_array().map(Vec::len), Some(2), "{cell}");
+    for cell in results["cells"].as_array().unwrap() {
+        assert_eq!(cell["fresh_server"], true, "{cell}");
+        assert_eq!(cell["runs"].as_array().map(Vec::len), Some(2), "{cell}");
+    }
     let page = std::fs::read_to_string(run.join("report.html")).unwrap();
     assert!(page.contains("each on a server started for it"));
 }

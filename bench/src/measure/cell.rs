@@ -147,44 +147,71 @@ pub struct CellSpec<'a> {
 /// Runs one cell, step by step: the cell as planned, start its server, check its answer,
 /// warm up, the measured repetitions, the instrumented ones, stop. With `--fresh-server`
 /// those steps run once per measured repetition, the instrumented ones after the last.
-/// A step that fails says why in the cell, and the cell ends there.
+/// A step that fails says why in the cell, and the cell ends there. (The matrix runs a
+/// `--fresh-server` cell's starts in rounds with the other cells' instead: [`begin`],
+/// [`one_start`], [`finish`].)
 pub fn run_cell(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
-    let mut cell = planned(plan, target, spec);
-    if let Some(why) = not_applicable(plan, target, spec) {
-        cell.failure = Some(why);
-        return cell;
-    }
-    let (starts, reps) = if cell.fresh_server {
-        (plan.reps, 1)
-    } else {
-        (1, plan.reps)
-    };
-    for start in 1..=starts {
-        let mut run = match Started::start(plan, target, spec) {
-            Ok(run) => run,
-            Err(e) => {
-                cell.failure = Some(e);
-                return cell;
+    let mut cell = begin(plan, target, spec);
+    if cell.failure.is_none() {
+        if cell.fresh_server {
+            for start in 1..=plan.reps {
+                if !one_start(plan, target, spec, &mut cell, start == plan.reps) {
+                    break;
+                }
             }
-        };
-        cell.server_command = run.server.as_ref().map(|s| s.command.clone());
-        if let Err(e) = run.validate(&mut cell, matches!(target, Target::Model(_))) {
-            cell.failure = Some(e);
-            return cell;
-        }
-        run.warm_up();
-        run.repetitions(&mut cell, reps);
-        if start == starts {
-            run.instrumented(&mut cell);
-        }
-        run.stop(&mut cell);
-        if cell.failure.is_some() {
-            break;
+        } else {
+            one_start(plan, target, spec, &mut cell, true);
         }
     }
-    note_errors(&mut cell);
-    note_steal(&mut cell);
+    finish(&mut cell);
     cell
+}
+
+/// The cell as planned, before anything runs; its failure already says `n/a …` when the
+/// target cannot run the workload at all.
+pub fn begin(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
+    let mut cell = planned(plan, target, spec);
+    cell.failure = not_applicable(plan, target, spec);
+    cell
+}
+
+/// One start of the cell's server: start, check its answer, warm up, the measured
+/// repetitions — one with `--fresh-server`, else all of the plan's — then, when `last`,
+/// the instrumented ones; stop. False when a step failed (the cell says why): no later
+/// start should follow.
+pub fn one_start(
+    plan: &Plan,
+    target: &Target,
+    spec: &CellSpec,
+    cell: &mut Cell,
+    last: bool,
+) -> bool {
+    let reps = if cell.fresh_server { 1 } else { plan.reps };
+    let mut run = match Started::start(plan, target, spec) {
+        Ok(run) => run,
+        Err(e) => {
+            cell.failure = Some(e);
+            return false;
+        }
+    };
+    cell.server_command = run.server.as_ref().map(|s| s.command.clone());
+    if let Err(e) = run.validate(cell, matches!(target, Target::Model(_))) {
+        cell.failure = Some(e);
+        return false;
+    }
+    run.warm_up();
+    run.repetitions(cell, reps);
+    if last {
+        run.instrumented(cell);
+    }
+    run.stop(cell);
+    cell.failure.is_none()
+}
+
+/// What a cell notes once all of its repetitions ran: errors, and CPU stolen from it.
+pub fn finish(cell: &mut Cell) {
+    note_errors(cell);
+    note_steal(cell);
 }
 
 /// Runs open-loop probes on one server, started and warmed up once: each probe a cell of

@@ -593,7 +593,7 @@ fn setup(meta: &serde_json::Value, cells: &[Cell]) -> Vec<(String, String)> {
     rows.push(("client".into(), format!("{}{pinned}", clients.join(", "))));
     if let Some(reps) = cells.iter().map(|c| c.runs.len()).max() {
         let starts = if cells.iter().any(|c| c.fresh_server) {
-            ", each on a server started for it (--fresh-server)"
+            ", each on a server started for it, the cells taking turns round by round (--fresh-server)"
         } else {
             ""
         };
