@@ -455,16 +455,13 @@ impl Tally {
 mod tests {
     use super::*;
 
-    /// A soak at 100 req/s for 20 s whose answers stop for 2 s at 5 s (a stalled worker that
-    /// answered nothing, then everything it held): the seconds, the stall's recovery, and
-    /// nothing lost, since every request was answered late rather than never.
-    #[test]
-    fn a_stall_is_tallied_late_not_lost_and_the_rate_comes_back() {
-        let mut tally = Tally::new(100, 20, 2);
-        for i in 0..2000 {
-            let due_s = f64::from(i) / 100.0;
-            let end_s = if (5.0..7.0).contains(&due_s) {
-                7.05
+    /// `n` requests into `tally`, the i-th due at `due(i)`: those due during `stall`
+    /// answered 50 ms after it ends, the others in 1 ms.
+    fn feed(tally: &mut Tally, n: u32, due: impl Fn(u32) -> f64, stall: std::ops::Range<f64>) {
+        for i in 0..n {
+            let due_s = due(i);
+            let end_s = if stall.contains(&due_s) {
+                stall.end + 0.05
             } else {
                 due_s + 0.001
             };
@@ -475,11 +472,25 @@ mod tests {
                 status: 200,
             });
         }
+    }
+
+    /// A worker stopped at 5 s for `for_ms`.
+    fn stop_at_5s(for_ms: u64) -> (Fault, String) {
         let stop = Fault {
-            kind: FaultKind::StopWorker { for_ms: 2000 },
+            kind: FaultKind::StopWorker { for_ms },
             at_s: 5.0,
         };
-        let t = tally.finish(&[(stop, "worker pid 1, stopped".into())]);
+        (stop, "worker pid 1, stopped".into())
+    }
+
+    /// A soak at 100 req/s for 20 s whose answers stop for 2 s at 5 s (a stalled worker that
+    /// answered nothing, then everything it held): the seconds, the stall's recovery, and
+    /// nothing lost, since every request was answered late rather than never.
+    #[test]
+    fn a_stall_is_tallied_late_not_lost_and_the_rate_comes_back() {
+        let mut tally = Tally::new(100, 20, 2);
+        feed(&mut tally, 2000, |i| f64::from(i) / 100.0, 5.0..7.0);
+        let t = tally.finish(&[stop_at_5s(2000)]);
         assert_eq!(t.seconds.len(), 20);
         assert!(t.seconds.iter().all(|(n, _)| *n == 100), "{:?}", t.seconds);
         assert!(t.seconds[5].1.unwrap() > 1000.0 && t.seconds[9].1.unwrap() < 2.0);
@@ -499,29 +510,10 @@ mod tests {
     #[test]
     fn a_request_due_across_a_windows_edge_is_not_lost() {
         let mut tally = Tally::new(100, 10, 1);
-        for i in 0..1000 {
-            // The last request of every window from 5 s on is due 2 ms late: in the next.
-            let mut due_s = f64::from(i) / 100.0;
-            if i >= 500 && i % 10 == 9 {
-                due_s += 0.011;
-            }
-            let end_s = if (5.0..6.0).contains(&due_s) {
-                6.05
-            } else {
-                due_s + 0.001
-            };
-            tally.add(Record {
-                due_s,
-                end_s,
-                latency_ms: (end_s - due_s) * 1000.0,
-                status: 200,
-            });
-        }
-        let stop = Fault {
-            kind: FaultKind::StopWorker { for_ms: 1000 },
-            at_s: 5.0,
-        };
-        let t = tally.finish(&[(stop, "worker pid 1, stopped".into())]);
+        // The last request of every window from 5 s on is due 2 ms late: in the next.
+        let due = |i: u32| f64::from(i) / 100.0 + if i >= 500 && i % 10 == 9 { 0.011 } else { 0.0 };
+        feed(&mut tally, 1000, due, 5.0..6.0);
+        let t = tally.finish(&[stop_at_5s(1000)]);
         assert_eq!(t.faults[0].lost, 0, "{:?}", t.faults[0]);
     }
 
