@@ -86,6 +86,12 @@ pub(super) fn give_output(buf: &mut Vec<u8>) {
     }
 }
 
+/// How many input and output buffers this thread's pool holds (for the codec's tests).
+#[cfg(test)]
+pub(super) fn pooled() -> (usize, usize) {
+    POOL.with_borrow(|p| (p.input.len(), p.output.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,22 @@ fn an_idle_connection_holds_no_buffer() {
     assert!(holds_nothing(&c));
 }
 
+/// A connection closed after its answer is never idle again, so it still holds its
+/// buffers when it ends; dropping it gives them back to the pool for the next connection
+/// (without keep-alive, every connection ends so).
+#[test]
+fn a_connection_closed_after_its_answer_gives_its_buffers_back() {
+    let mut c = Conn::new(&config());
+    c.feed(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.process(), Progress::Close);
+    let n = c.output().len();
+    c.written(n);
+    assert!(!holds_nothing(&c), "a closing connection is not idle");
+    let before = buffers::pooled();
+    drop(c);
+    assert_eq!(buffers::pooled(), (before.0 + 1, before.1 + 1));
+}
+
 #[test]
 fn output_written_in_parts_is_kept_until_the_last_byte() {
     let mut c = Conn::new(&config());
