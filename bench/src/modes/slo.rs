@@ -31,7 +31,7 @@ const FLOOR_DIVISOR: u32 = 64;
 /// The next rate to probe, given the highest that kept the target and the lowest that
 /// did not (if any), starting at `start`: double until one fails, then halve the bracket;
 /// `None` when the bracket is within 5 %, the ceiling is reached, or nothing kept down to
-/// [`FLOOR_DIVISOR`] below the start.
+/// `FLOOR_DIVISOR` below the start.
 pub fn next_rate(kept: Option<u32>, missed: Option<u32>, start: u32) -> Option<u32> {
     match (kept, missed) {
         (None, None) => Some(start.clamp(1, MAX_RATE)),
@@ -51,8 +51,8 @@ const PROBE_REQUESTS: u64 = 5_000;
 /// The longest a probe is stretched to hold them.
 const PROBE_MAX_SECS: u64 = 8;
 
-/// A probe's duration at `rate`: the plan's, stretched to [`PROBE_REQUESTS`] (at most
-/// [`PROBE_MAX_SECS`]) — except a smoke test's probes of 1 s (`--quick`), kept short.
+/// A probe's duration at `rate`: the plan's, stretched to `PROBE_REQUESTS` (at most
+/// `PROBE_MAX_SECS`) — except a smoke test's probes of 1 s (`--quick`), kept short.
 pub fn probe_amount(amount: Amount, rate: u32) -> Amount {
     match amount {
         Amount::Duration(d) if d.as_secs() >= 2 => {

@@ -12,9 +12,9 @@ use crate::response::{Framing, Response};
 /// Who answers the requests a connection parses: the connection itself ([`Answer`]), or
 /// another process ([`Forward`]). A type rather than a flag, so that a server whose
 /// connections answer themselves is never handed a forwarded request to deal with: its
-/// [`Conn::process`] returns a [`Progress`], which has no such case.
+/// [`Conn::process`](super::Conn::process) returns a [`Progress`], which has no such case.
 pub trait Mode: private::Sealed {
-    /// What [`Conn::process`] returns in this mode.
+    /// What [`Conn::process`](super::Conn::process) returns in this mode.
     type Next: From<Progress> + Into<Step> + Copy + std::fmt::Debug + PartialEq;
     /// The mode a connection built from `config` gets.
     fn from_config(config: &ConnConfig) -> Self;
