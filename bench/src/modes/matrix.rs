@@ -92,9 +92,9 @@ pub fn run(plan: &Plan, jobs: Vec<(Target, CellSpec)>) -> Vec<Cell> {
 }
 
 /// `--fresh-server`: round after round, one start of every cell's server (one measured
-/// repetition each, the instrumented ones in the last round). A cell that failed, or that
-/// cannot run, sits out the rounds after; a cell of a server not ours to start (`--url`)
-/// runs whole in the first.
+/// repetition each, the instrumented ones in the last round). A cell that failed says so
+/// at once and sits out the rounds after, as one that cannot run sits out all; a cell of a
+/// server not ours to start (`--url`) runs whole in the first.
 fn in_rounds(
     plan: &Plan,
     jobs: &[(Target, CellSpec)],
@@ -114,15 +114,14 @@ fn in_rounds(
                     "{unit} · round {round}/{rounds} · {}",
                     label(target, spec)
                 ));
-                cell::one_start(plan, target, spec, cell, round == rounds || whole);
+                if !cell::one_start(plan, target, spec, cell, round == rounds || whole) {
+                    report_failure(bar, cell);
+                }
             }
             bar.inc(1);
         }
     }
-    for cell in &mut cells {
-        cell::finish(cell);
-        report_failure(bar, cell);
-    }
+    cells.iter_mut().for_each(cell::finish);
     cells
 }
 
