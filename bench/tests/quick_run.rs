@@ -194,7 +194,26 @@ fn fresh_server_starts_each_cells_server_for_each_repetition_in_rounds() {
         "--workloads",
         "plaintext",
     ];
-    bench_peer(&peer("tiny-a"), &results_dir, &args);
+    let stdout = bench_peer(&peer("tiny-a"), &results_dir, &args);
+    // Each row beside the cheaper of the two, round by round: that one reads 1.00.
+    let header = stdout
+        .lines()
+        .find(|l| l.starts_with("| variant |"))
+        .unwrap();
+    let at = header
+        .split('|')
+        .position(|c| c.trim() == "CPU × cheapest (by round)")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let ratios: Vec<f64> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| tiny-"))
+        .map(|l| l.split('|').nth(at).unwrap().trim().parse().unwrap())
+        .collect();
+    assert_eq!(ratios.len(), 2, "{stdout}");
+    assert!(
+        ratios.contains(&1.0) && ratios.iter().all(|&r| r > 0.0),
+        "{stdout}"
+    );
     let started = std::fs::read_to_string(&starts).unwrap();
     assert_eq!(
         started.lines().collect::<Vec<_>>(),

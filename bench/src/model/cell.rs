@@ -234,6 +234,25 @@ impl Cell {
         self.median_of(|r| r.server_cpu_us_per_req)
     }
 
+    /// This cell's server CPU µs a request ÷ `reference`'s, start by start, the median over
+    /// the starts both measured (upper middle). With `--fresh-server` the matrix runs start
+    /// i of every cell in round i, minutes from the others' start i, so a drift of the
+    /// machine divides out — as it does not from the ratio of two medians taken from
+    /// different minutes.
+    pub fn cpu_ratio_by_round(&self, reference: &Cell) -> Option<f64> {
+        let mut ratios: Vec<f64> = self
+            .runs
+            .iter()
+            .zip(&reference.runs)
+            .filter_map(|(a, b)| {
+                let base = b.server_cpu_us_per_req.filter(|&v| v > 0.0)?;
+                Some(a.server_cpu_us_per_req? / base)
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios.get(ratios.len() / 2).copied()
+    }
+
     /// Server CPU µs per request over every measured repetition together. /proc counts
     /// CPU time in 10 ms ticks per process, so one short repetition (`ab -n 1000` at
     /// 160 µs a request is 16 ticks) reads coarse; pooled, the rounding averages out.
@@ -475,5 +494,29 @@ mod tests {
         assert_eq!(cell.cpu_us_per_req(), Some(6.0));
         assert_eq!(cell.median_of(|r| Some(r.outcome.rps)), Some(100_000.0));
         assert_eq!(Cell::sample("x", Vec::new()).cpu_us_per_req(), None);
+    }
+
+    /// Two rows over three rounds, the machine slower in the second and the other row's
+    /// third start an outlier: the rounds read 1.10, 1.10 and 1.50, so 1.10; the ratio of
+    /// the medians, 7.7 ÷ 5.2, takes the slow round's figure for one and not the other.
+    #[test]
+    fn the_ratio_by_round_divides_out_a_drift() {
+        let cell = |cpu: [f64; 3]| {
+            let runs = cpu.iter().map(|&c| Run::sample(100_000.0, c)).collect();
+            Cell::sample("x", runs)
+        };
+        let reference = cell([5.0, 7.0, 5.2]);
+        let other = cell([5.5, 7.7, 7.8]);
+        let ratio = other.cpu_ratio_by_round(&reference).unwrap();
+        assert!((ratio - 1.1).abs() < 1e-9, "{ratio}");
+        let medians = other.cpu_us_per_req().unwrap() / reference.cpu_us_per_req().unwrap();
+        assert!((medians - 1.1).abs() > 0.3, "{medians}");
+        // A start the other did not measure is left out, not paired with another.
+        let short = Cell::sample("y", other.runs[..2].to_vec());
+        assert!((short.cpu_ratio_by_round(&reference).unwrap() - 1.1).abs() < 1e-9);
+        assert_eq!(
+            Cell::sample("z", Vec::new()).cpu_ratio_by_round(&reference),
+            None
+        );
     }
 }

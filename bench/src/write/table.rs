@@ -75,6 +75,9 @@ pub struct Table<'a> {
     pub legend: Vec<String>,
 }
 
+/// The column of each row's CPU beside its group's cheapest row, round by round.
+const BY_ROUND: &str = "CPU × cheapest (by round)";
+
 /// The table in the style of the posts, with each row's ratio to the fastest row of its
 /// group (same workload, keep-alive, concurrency, client), and how to read it.
 pub fn table(cells: &[Cell]) -> Table<'_> {
@@ -111,6 +114,11 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
         column("× fastest", true),
         column("CPU µs/req", true),
     ]);
+    // Starts in rounds (--fresh-server): each row's CPU beside the cheapest's, round by round.
+    let by_round = cells.iter().any(|c| c.fresh_server && c.runs.len() > 1);
+    if by_round {
+        columns.push(column(BY_ROUND, true));
+    }
     let database = cells
         .iter()
         .any(|c| c.median().is_some_and(|r| r.db_cpu_us_per_req.is_some()));
@@ -209,6 +217,19 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
             Entry::figure(Some(ratio), 2),
             Entry::figure(cell.cpu_us_per_req(), 2),
         ];
+        if by_round {
+            let cheapest = cells
+                .iter()
+                .filter(|o| o.group() == cell.group() && o.fresh_server)
+                .filter_map(|o| Some((o.cpu_us_per_req()?, o)))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, o)| o);
+            let ratio = cheapest.filter(|_| cell.fresh_server);
+            figures.push(Entry::figure(
+                ratio.and_then(|o| cell.cpu_ratio_by_round(o)),
+                2,
+            ));
+        }
         if database {
             figures.push(Entry::figure(cell.median_of(|r| r.db_cpu_us_per_req), 2));
         }
@@ -270,6 +291,9 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
         "CPU µs/req: server CPU time (all processes and threads) per request — the figure that ranks servers on a small machine.".to_string(),
         "imbalance: busiest worker's requests ÷ the mean (1.00 = even).".to_string(),
     ];
+    if by_round {
+        legend.push(format!("{BY_ROUND}: each start's CPU µs/req ÷ that of the row of its group with the lowest CPU µs/req, started in the same round (--fresh-server runs the starts in rounds), the median over the rounds — a drift of the machine divides out, as it does not from two medians."));
+    }
     if database {
         legend.push("database CPU µs/req: the PostgreSQL backends' CPU time per request (pg workloads, the cluster bench started): on the server's CPUs, what waiting for the database cannot overlap.".into());
     }
