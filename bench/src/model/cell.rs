@@ -224,9 +224,7 @@ impl Cell {
     /// and a server's start (`--fresh-server`) sways its CPU per request apart from req/s,
     /// so the run with the median req/s need not have the median CPU.
     pub fn median_of(&self, figure: fn(&Run) -> Option<f64>) -> Option<f64> {
-        let mut values: Vec<f64> = self.runs.iter().filter_map(figure).collect();
-        values.sort_by(f64::total_cmp);
-        values.get(values.len() / 2).copied()
+        upper_median(self.runs.iter().filter_map(figure).collect())
     }
 
     /// Server CPU µs per request: the median over the repetitions ([`Cell::median_of`]).
@@ -240,17 +238,11 @@ impl Cell {
     /// machine divides out — as it does not from the ratio of two medians taken from
     /// different minutes.
     pub fn cpu_ratio_by_round(&self, reference: &Cell) -> Option<f64> {
-        let mut ratios: Vec<f64> = self
-            .runs
-            .iter()
-            .zip(&reference.runs)
-            .filter_map(|(a, b)| {
-                let base = b.server_cpu_us_per_req.filter(|&v| v > 0.0)?;
-                Some(a.server_cpu_us_per_req? / base)
-            })
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        ratios.get(ratios.len() / 2).copied()
+        let ratios = self.runs.iter().zip(&reference.runs).filter_map(|(a, b)| {
+            let base = b.server_cpu_us_per_req.filter(|&v| v > 0.0)?;
+            Some(a.server_cpu_us_per_req? / base)
+        });
+        upper_median(ratios.collect())
     }
 
     /// Server CPU µs per request over every measured repetition together. /proc counts
@@ -368,6 +360,13 @@ impl Cell {
             self.link,
         )
     }
+}
+
+/// The median of `values`, the upper of the two middle ones for an even count — the
+/// convention [`Cell::median`] picks its run by (none for no values).
+fn upper_median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
 }
 
 /// The smallest and the largest of `values` (none for no values).

@@ -300,8 +300,7 @@ impl Conn<Forward> {
 /// room for, and one dropped while its thread exits.)
 impl<M: Mode> Drop for Conn<M> {
     fn drop(&mut self) {
-        buffers::give_input(&mut self.buf);
-        buffers::give_output(&mut self.out);
+        self.give_buffers_back();
     }
 }
 
@@ -380,9 +379,14 @@ impl<M: Mode> Conn<M> {
         if self.is_idle() {
             self.start = 0;
             self.end = 0;
-            buffers::give_input(&mut self.buf);
-            buffers::give_output(&mut self.out);
+            self.give_buffers_back();
         }
+    }
+
+    /// Both buffers back to the pool; the connection holds none until it borrows again.
+    fn give_buffers_back(&mut self) {
+        buffers::give_input(&mut self.buf);
+        buffers::give_output(&mut self.out);
     }
 
     /// The output buffer, borrowed from the pool if the connection holds none.
