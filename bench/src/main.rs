@@ -148,6 +148,10 @@ struct Args {
     /// during the run sways every cell alike.
     #[arg(long)]
     fresh_server: bool,
+    /// With --fresh-server: the row the by-round CPU column divides by (a variant or peer
+    /// of this run, e.g. nginx), instead of each group's cheapest row.
+    #[arg(long, value_name = "NAME")]
+    baseline: Option<String>,
     /// Where the CPU goes: one extra repetition per cell under `perf record` (cpu-clock,
     /// kernel and user stacks), drawn as a flame graph per cell (results/…/flame/) and
     /// sorted into kernel, codec, runtime, allocator and libc.
@@ -390,14 +394,16 @@ fn main() {
             fail(why);
         }
     }
+    // A server named by --diff or --baseline must be one this run measures.
+    let measured = |name: &str| {
+        variants.iter().any(|v| v.name == name) || peers.iter().any(|p| p.name == name)
+    };
     let diff: Option<(String, String)> = args.diff.as_deref().map(|pair| {
         let Some((a, b)) = pair.split_once(',').map(|(a, b)| (a.trim(), b.trim())) else {
             fail(format!("--diff takes two variants, A,B, not '{pair}'"));
         };
         for name in [a, b] {
-            let measured =
-                variants.iter().any(|v| v.name == name) || peers.iter().any(|p| p.name == name);
-            if !measured {
+            if !measured(name) {
                 fail(format!(
                     "--diff: '{name}' is not among the servers this run measures"
                 ));
@@ -405,6 +411,14 @@ fn main() {
         }
         (a.to_string(), b.to_string())
     });
+    if args.baseline.is_some() && !args.fresh_server {
+        fail("--baseline names the row the by-round CPU column divides by: it needs the rounds of --fresh-server");
+    }
+    if let Some(name) = args.baseline.as_deref().filter(|n| !measured(n)) {
+        fail(format!(
+            "--baseline: '{name}' is not among the servers this run measures"
+        ));
+    }
     // --slo with --fidelity --calibrate is the capacities' target, not an open-loop run.
     let open_loop = !args.rate.is_empty() || (args.slo.is_some() && !args.fidelity);
     let client = if open_loop && args.client == Client::Tsung {
@@ -489,6 +503,7 @@ fn main() {
         warmup: (!args.quick).then(|| Duration::from_secs(1)),
         reps: if args.quick { 1 } else { args.reps },
         fresh_server: args.fresh_server,
+        baseline: args.baseline.clone(),
         amount: args
             .requests
             .map_or(Amount::Duration(duration), Amount::Requests),

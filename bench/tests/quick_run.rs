@@ -187,6 +187,8 @@ fn fresh_server_starts_each_cells_server_for_each_repetition_in_rounds() {
         "--peer",
         &second,
         "--fresh-server",
+        "--baseline",
+        "tiny-b",
         "--reps",
         "2",
         "--duration",
@@ -195,14 +197,14 @@ fn fresh_server_starts_each_cells_server_for_each_repetition_in_rounds() {
         "plaintext",
     ];
     let stdout = bench_peer(&peer("tiny-a"), &results_dir, &args);
-    // Each row beside the cheaper of the two, round by round: that one reads 1.00.
+    // Each row beside the --baseline row, round by round: that one reads 1.00.
     let header = stdout
         .lines()
         .find(|l| l.starts_with("| variant |"))
         .unwrap();
     let at = header
         .split('|')
-        .position(|c| c.trim() == "CPU × cheapest (by round)")
+        .position(|c| c.trim() == "CPU × baseline (by round)")
         .unwrap_or_else(|| panic!("{stdout}"));
     let ratios: Vec<f64> = stdout
         .lines()
@@ -210,8 +212,11 @@ fn fresh_server_starts_each_cells_server_for_each_repetition_in_rounds() {
         .map(|l| l.split('|').nth(at).unwrap().trim().parse().unwrap())
         .collect();
     assert_eq!(ratios.len(), 2, "{stdout}");
-    assert!(
-        ratios.contains(&1.0) && ratios.iter().all(|&r| r > 0.0),
+    assert!(ratios.iter().all(|&r| r > 0.0), "{stdout}");
+    let baseline = stdout.lines().find(|l| l.starts_with("| tiny-b ")).unwrap();
+    assert_eq!(
+        baseline.split('|').nth(at).unwrap().trim(),
+        "1.00",
         "{stdout}"
     );
     let started = std::fs::read_to_string(&starts).unwrap();
@@ -226,13 +231,16 @@ fn fresh_server_starts_each_cells_server_for_each_repetition_in_rounds() {
     for cell in results["cells"].as_array().unwrap() {
         assert_eq!(cell["fresh_server"], true, "{cell}");
         assert_eq!(cell["runs"].as_array().map(Vec::len), Some(2), "{cell}");
+        let named = cell["variant"] == "tiny-b";
+        assert_eq!(cell["baseline"].as_bool().unwrap_or(false), named, "{cell}");
     }
     let page = std::fs::read_to_string(run.join("report.html")).unwrap();
     assert!(page.contains("each on a server started for it"));
 }
 
 /// `--fresh-server` restarts servers the harness starts: with `--url` (a server of someone
-/// else's) it is one line and a non-zero exit. So is `--profile` outside a matrix.
+/// else's) it is one line and a non-zero exit. So is `--profile` outside a matrix, and a
+/// `--baseline` that is not one of the run's servers or comes without `--fresh-server`.
 #[test]
 fn fresh_server_with_a_url_is_refused() {
     let why = refused(&["--fresh-server", "--url", "http://127.0.0.1:1/"]);
@@ -240,6 +248,17 @@ fn fresh_server_with_a_url_is_refused() {
         why.contains("--fresh-server") && why.contains("--url"),
         "{why}"
     );
+    // --baseline names a server of the run, and needs the rounds of --fresh-server.
+    let why = refused(&[
+        "--fresh-server",
+        "--baseline",
+        "apache",
+        "--variants",
+        "prefork-eventloop",
+    ]);
+    assert!(why.contains("--baseline: 'apache'"), "{why}");
+    let why = refused(&["--baseline", "prefork-eventloop"]);
+    assert!(why.contains("--fresh-server"), "{why}");
     // --profile samples the same servers, refused with the same modes.
     let why = refused(&["--profile", "--idle-conns", "100"]);
     assert!(

@@ -45,6 +45,8 @@ pub struct Plan {
     /// `--fresh-server`: start each cell's server anew for every measured repetition
     /// (warmed up each time), instead of once for all of them.
     pub fresh_server: bool,
+    /// `--baseline`: the server the by-round CPU column divides by.
+    pub baseline: Option<String>,
     pub amount: Amount,
     pub bin_dir: PathBuf,
     pub script: PathBuf,
@@ -329,6 +331,7 @@ fn planned(plan: &Plan, target: &Target, spec: &CellSpec) -> Cell {
         db_apart: false,
         work_us: plan.work_us_of(target),
         fresh_server: plan.fresh_server && target.started(),
+        baseline: plan.baseline.as_deref() == Some(target.name()),
         runs: Vec::new(),
         failure: None,
         server_command: None,

@@ -169,6 +169,10 @@ pub struct Cell {
     /// have differed by 1.7× in CPU per request with the same system calls.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fresh_server: bool,
+    /// `--baseline`: this cell's server is the one its group's by-round CPU ratios divide
+    /// by (nginx, say, where a target reads "as cheap as nginx").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub baseline: bool,
     pub runs: Vec<Run>,
     /// Why the cell has no figures (failed validation, did not start, died).
     pub failure: Option<String>,
@@ -196,8 +200,17 @@ pub struct Cell {
     pub notes: Vec<String>,
 }
 
-fn is_zero(v: &u32) -> bool {
+pub(crate) fn is_zero(v: &u32) -> bool {
     *v == 0
+}
+
+/// A model's name with the handler work it was given (`--work-us`), as every table writes
+/// it: `prefork-eventloop +30 µs`, or the name alone without work.
+pub fn with_work(variant: &str, work_us: u32) -> String {
+    match work_us {
+        0 => variant.to_string(),
+        us => format!("{variant} +{us} µs"),
+    }
 }
 
 /// Server CPU µs per request over `runs` together, weighted by their requests.
@@ -424,6 +437,7 @@ impl Cell {
             db_apart: false,
             work_us: 0,
             fresh_server: false,
+            baseline: false,
             runs,
             failure: None,
             server_command: None,

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use variants::Variant;
 
-use super::cell::{BOUND_PCT, STEAL_DISTURBS_PCT};
+use super::cell::{is_zero, BOUND_PCT, STEAL_DISTURBS_PCT};
 
 /// One second of a soak: the server as /proc saw it at its end, and the requests that
 /// were due in it as the client saw them.
@@ -155,6 +155,11 @@ pub struct Soak {
     pub model: String,
     pub workers: usize,
     pub workload: String,
+    /// µs of CPU the model's handler spent a request (`--work-us`; 0: none): a soak of a
+    /// model given a cost per request, so that its capacity is its own and not the
+    /// client's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub work_us: u32,
     /// The offered rate, req/s.
     pub rate: u32,
     /// The rate is a share of a capacity the client limited (`--rate N%`): oha ran out of
@@ -395,6 +400,11 @@ impl Soak {
     /// its schedule when time was up — not requests a server lost.
     pub fn vanished(&self) -> i64 {
         self.due as i64 - (self.answered + self.errors) as i64
+    }
+
+    /// The server's name as the tables write it: with its handler work, if it had any.
+    pub fn name(&self) -> String {
+        super::cell::with_work(&self.variant, self.work_us)
     }
 
     /// A row without figures, and why.

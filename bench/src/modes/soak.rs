@@ -253,6 +253,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
         model: model_text,
         workers: spec.workers,
         workload: spec.workload.name.to_string(),
+        work_us: plan.work_us_of(target),
         rate,
         capacity_is_the_clients,
         duration_s,

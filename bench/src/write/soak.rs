@@ -101,7 +101,7 @@ pub fn table(rows: &[Soak]) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {errors} | {} | {} | {rss} | {memory} | {} | {} → {} | {} |",
-            r.variant,
+            r.name(),
             r.model,
             r.workers,
             r.workload,
@@ -139,7 +139,7 @@ pub fn faults_table(rows: &[Soak]) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} |",
-                r.variant,
+                r.name(),
                 f.fault,
                 f.hit,
                 if f.failed > 0 {
@@ -172,7 +172,9 @@ pub fn chart(r: &Soak) -> Result<(String, String), String> {
             .titled(
                 &format!(
                     "{} — {} req/s offered for {} s",
-                    r.variant, r.rate, r.duration_s
+                    r.name(),
+                    r.rate,
+                    r.duration_s
                 ),
                 ("sans-serif", 17),
             )
@@ -348,5 +350,17 @@ mod tests {
         };
         assert!(table(&[row(true)]).contains("| 83200 (≥cap) |"));
         assert!(table(&[row(false)]).contains("| 83200 |"));
+    }
+
+    /// A model given handler work (`--work-us`) is named with it, as the matrix names it.
+    #[test]
+    fn a_soak_with_handler_work_says_so() {
+        let row = |work_us| Soak {
+            variant: "prefork-eventloop".into(),
+            work_us,
+            ..Soak::default()
+        };
+        assert!(table(&[row(30)]).contains("| prefork-eventloop +30 µs |"));
+        assert!(table(&[row(0)]).contains("| prefork-eventloop |"));
     }
 }

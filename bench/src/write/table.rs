@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::cell::{Cell, Link, Verdict, BOUND_PCT};
+use crate::model::cell::{with_work, Cell, Link, Verdict, BOUND_PCT};
 
 /// A figure with `digits` decimals, or "–" when there is none: how every table writes one.
 pub(crate) fn opt(v: Option<f64>, digits: usize) -> String {
@@ -77,6 +77,28 @@ pub struct Table<'a> {
 
 /// The column of each row's CPU beside its group's cheapest row, round by round.
 const BY_ROUND: &str = "CPU × cheapest (by round)";
+/// The same beside the row `--baseline` named, where the run has one.
+const BY_ROUND_BASELINE: &str = "CPU × baseline (by round)";
+
+/// The row each cell's by-round CPU ratio divides by: its group's `--baseline` row when
+/// the run named one and the group holds it, else the group's cheapest (lowest median CPU
+/// µs a request); none for a cell whose starts did not run in rounds.
+fn by_round_reference<'a>(cells: &'a [Cell], cell: &Cell) -> Option<&'a Cell> {
+    if !cell.fresh_server {
+        return None;
+    }
+    let group = || {
+        cells
+            .iter()
+            .filter(|o| o.group() == cell.group() && o.fresh_server)
+    };
+    group().find(|o| o.baseline).or_else(|| {
+        group()
+            .filter_map(|o| Some((o.cpu_us_per_req()?, o)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, o)| o)
+    })
+}
 
 /// The table in the style of the posts, with each row's ratio to the fastest row of its
 /// group (same workload, keep-alive, concurrency, client), and how to read it.
@@ -116,8 +138,16 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
     ]);
     // Starts in rounds (--fresh-server): each row's CPU beside the cheapest's, round by round.
     let by_round = cells.iter().any(|c| c.fresh_server && c.runs.len() > 1);
+    let baseline = cells.iter().find(|c| c.baseline && c.fresh_server);
     if by_round {
-        columns.push(column(BY_ROUND, true));
+        columns.push(column(
+            if baseline.is_some() {
+                BY_ROUND_BASELINE
+            } else {
+                BY_ROUND
+            },
+            true,
+        ));
     }
     let database = cells
         .iter()
@@ -148,10 +178,7 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
     let mut rows = Vec::new();
     for cell in cells {
         // A calibrated model (`--work-us`) beside its raw one: the µs it was given.
-        let variant = match cell.work_us {
-            0 => cell.variant.clone(),
-            us => format!("{} +{us} µs", cell.variant),
-        };
+        let variant = with_work(&cell.variant, cell.work_us);
         let mut head = vec![
             Entry::text(&variant),
             Entry::text(&cell.model),
@@ -218,15 +245,8 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
             Entry::figure(cell.cpu_us_per_req(), 2),
         ];
         if by_round {
-            let cheapest = cells
-                .iter()
-                .filter(|o| o.group() == cell.group() && o.fresh_server)
-                .filter_map(|o| Some((o.cpu_us_per_req()?, o)))
-                .min_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|(_, o)| o);
-            let ratio = cheapest.filter(|_| cell.fresh_server);
             figures.push(Entry::figure(
-                ratio.and_then(|o| cell.cpu_ratio_by_round(o)),
+                by_round_reference(cells, cell).and_then(|o| cell.cpu_ratio_by_round(o)),
                 2,
             ));
         }
@@ -292,7 +312,17 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
         "imbalance: busiest worker's requests ÷ the mean (1.00 = even).".to_string(),
     ];
     if by_round {
-        legend.push(format!("{BY_ROUND}: each start's CPU µs/req ÷ that of the row of its group with the lowest CPU µs/req, started in the same round (--fresh-server runs the starts in rounds), the median over the rounds — a drift of the machine divides out, as it does not from two medians."));
+        let (column, reference) = match baseline {
+            Some(b) => (
+                BY_ROUND_BASELINE,
+                format!("that of {} (--baseline) in its group — where a group lacks it, of the group's row with the lowest CPU µs/req —", b.variant),
+            ),
+            None => (
+                BY_ROUND,
+                "that of the row of its group with the lowest CPU µs/req,".to_string(),
+            ),
+        };
+        legend.push(format!("{column}: each start's CPU µs/req ÷ {reference} started in the same round (--fresh-server runs the starts in rounds), the median over the rounds — a drift of the machine divides out, as it does not from two medians."));
     }
     if database {
         legend.push("database CPU µs/req: the PostgreSQL backends' CPU time per request (pg workloads, the cluster bench started): on the server's CPUs, what waiting for the database cannot overlap.".into());
@@ -514,6 +544,34 @@ mod tests {
         );
         assert_eq!(rows[3][at("× fastest")], "0.50");
         assert!(rows[4][at("variant")] == "dead" && rows[4].iter().any(|c| c.contains("FAILED")));
+    }
+
+    /// Three rows started in rounds: without a baseline each reads beside the cheapest
+    /// (`a`, 1.00); with `--baseline c` beside `c`, round by round, though `c` is not the
+    /// cheapest.
+    #[test]
+    fn the_by_round_column_divides_by_the_baseline_when_one_is_named() {
+        let rounds = |cpus: [f64; 3]| {
+            let runs = cpus.iter().map(|&c| Run::sample(1000.0, c)).collect();
+            move |name: &str| Cell {
+                fresh_server: true,
+                ..Cell::sample(name, runs)
+            }
+        };
+        let mut cells = [
+            rounds([10.0, 20.0, 10.0])("a"),
+            rounds([15.0, 30.0, 15.0])("b"),
+            rounds([20.0, 40.0, 20.0])("c"),
+        ];
+        let column = |cells: &[Cell], name: &str| {
+            let rows = rows(&markdown(cells));
+            let at = rows[0].iter().position(|h| h == name).unwrap();
+            rows[2..].iter().map(|r| r[at].clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(column(&cells, BY_ROUND), ["1.00", "1.50", "2.00"]);
+        cells[2].baseline = true;
+        assert_eq!(column(&cells, BY_ROUND_BASELINE), ["0.50", "0.75", "1.00"]);
+        assert!(markdown(&cells).contains("÷ that of c (--baseline)"));
     }
 
     #[test]
