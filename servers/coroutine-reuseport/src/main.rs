@@ -182,10 +182,13 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
                 // on the scheduler's global queue and wake the thread through its eventfd:
                 // a write and a share of a read per connection, to wake the thread that is
                 // already running.
+                // Detached (vendored may): nobody joins a connection, so its spawn makes no
+                // join handle's shared state.
                 // SAFETY: as `go!`: the coroutine uses only `may`-aware I/O and owns what
                 // it touches; nothing here cancels it.
                 let spawned = unsafe {
-                    may::coroutine::Builder::new().spawn_local(move || serve(tracked, config))
+                    may::coroutine::Builder::new()
+                        .spawn_local_detached(move || serve(tracked, config))
                 };
                 if let Err(e) = spawned {
                     eprintln!("{ARCH}: cannot start a coroutine: {e}; backing off");

@@ -85,6 +85,14 @@ impl EventSource for Done {
     }
 }
 
+/// What a finished coroutine yields: the subscriber that recycles it.
+fn done_subscriber() -> EventSubscriber {
+    static DONE: Done = Done {};
+    EventSubscriber {
+        resource: &DONE as &dyn EventSource as *const _ as *mut dyn EventSource,
+    }
+}
+
 /// coroutines are static generator
 /// the para type is EventResult, the result type is EventSubscriber
 pub type CoroutineImpl = Generator<'static, EventResult, EventSubscriber>;
@@ -257,22 +265,12 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        static DONE: Done = Done {};
-
-        let sched = get_scheduler();
-        let name = self.name;
-        let stack_size = self.stack_size.unwrap_or_else(|| config().get_stack_size());
-
         // create a join resource, shared by waited coroutine and *this* coroutine
         let panic = Arc::new(AtomicOption::none());
         let join = Arc::new(Join::new(panic.clone()));
         let packet = Arc::new(AtomicOption::none());
         let their_join = join.clone();
         let their_packet = packet.clone();
-
-        let subscriber = EventSubscriber {
-            resource: &DONE as &dyn EventSource as *const _ as *mut dyn EventSource,
-        };
 
         let closure = move || {
             // trigger the JoinHandler
@@ -284,9 +282,22 @@ impl Builder {
             their_packet.store(f());
 
             their_join.trigger();
-            subscriber
+            done_subscriber()
         };
 
+        let (co, handle) = self.build(closure, Some(join.clone()));
+        Ok((co, make_join_handle(handle, join, packet, panic)))
+    }
+
+    /// archzoo: the coroutine that runs `closure` — from the pool when its stack is the
+    /// default size — with its local storage attached (`join`: the join handle's state,
+    /// none for a detached spawn), and its handle.
+    fn build<F>(self, closure: F, join: Option<Arc<Join>>) -> (CoroutineImpl, Coroutine)
+    where
+        F: FnOnce() -> EventSubscriber + Send + 'static,
+    {
+        let sched = get_scheduler();
+        let stack_size = self.stack_size.unwrap_or_else(|| config().get_stack_size());
         let mut co = if stack_size == config().get_stack_size() {
             let mut co = sched.pool.get();
             co.init_code(closure);
@@ -295,13 +306,12 @@ impl Builder {
             Gn::new_opt(stack_size, closure)
         };
 
-        let handle = Coroutine::new(name, stack_size);
+        let handle = Coroutine::new(self.name, stack_size);
         // create the local storage
-        let local = CoroutineLocal::new(handle.clone(), join.clone());
+        let local = CoroutineLocal::new(handle.clone(), join);
         // attache the local storage to the coroutine
         co.set_local_data(Box::into_raw(local) as *mut u8);
-
-        Ok((co, make_join_handle(handle, join, packet, panic)))
+        (co, handle)
     }
 
     /// Spawns a new coroutine by taking ownership of the `Builder`, and returns an
@@ -380,6 +390,29 @@ impl Builder {
         // first run the coroutine in current thread
         run_coroutine(co);
         Ok(handle)
+    }
+
+    /// archzoo: [`Builder::spawn_local`] for a coroutine nobody joins. Without a join
+    /// handle there is no join state, result slot or panic slot to share: three
+    /// allocations and their reference counts fewer a spawn, where a server spawns one
+    /// coroutine a connection and drops its handle at once. A panic in it is dropped, as
+    /// a detached coroutine's is upstream.
+    ///
+    /// # Safety
+    ///
+    /// As [`Builder::spawn_local`].
+    pub unsafe fn spawn_local_detached<F>(self, f: F) -> io::Result<()>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let closure = move || {
+            f();
+            done_subscriber()
+        };
+        let (co, _) = self.build(closure, None);
+        // first run the coroutine in current thread
+        run_coroutine(co);
+        Ok(())
     }
 }
 
@@ -524,13 +557,16 @@ pub(crate) fn run_coroutine(mut co: CoroutineImpl) {
         None => {
             // panic happened here
             let local = unsafe { &mut *get_co_local(&co) };
-            let join = local.get_join();
-            // set the panic data
-            if let Some(panic) = co.get_panic_data() {
-                join.set_panic_data(panic);
+            let panic = co.get_panic_data();
+            // a detached coroutine (archzoo) has no join to tell
+            if let Some(join) = local.get_join() {
+                // set the panic data
+                if let Some(panic) = panic {
+                    join.set_panic_data(panic);
+                }
+                // trigger the join here
+                join.trigger();
             }
-            // trigger the join here
-            join.trigger();
             Done::drop_coroutine(co);
         }
     }

@@ -17,14 +17,15 @@ pub struct CoroutineLocal {
     // current coroutine handle
     co: Coroutine,
     // when panic happens, we need to trigger the join here
-    join: Arc<Join>,
+    // (archzoo: none for a detached spawn, which has no join handle)
+    join: Option<Arc<Join>>,
     // real local data hash map
     local_data: LocalMap,
 }
 
 impl CoroutineLocal {
     /// create coroutine local storage
-    pub fn new(co: Coroutine, join: Arc<Join>) -> Box<Self> {
+    pub fn new(co: Coroutine, join: Option<Arc<Join>>) -> Box<Self> {
         Box::new(CoroutineLocal {
             co,
             join,
@@ -38,7 +39,7 @@ impl CoroutineLocal {
     }
 
     // get the join handle
-    pub fn get_join(&self) -> Arc<Join> {
+    pub fn get_join(&self) -> Option<Arc<Join>> {
         self.join.clone()
     }
 }
