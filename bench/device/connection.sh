@@ -10,22 +10,12 @@
 # [".dev"]; results come back as connection.tgz (the results/ folder) and log.txt.
 # Rehearse here first: CORE=0 CLIENT=1 REPS=2 DUR=1 OUT=/tmp/c bash .dev/connection.sh
 set -u
-R=$PWD
 OUT=${OUT:-/tmp/connection-out}
-mkdir -p "$OUT"
 CORE=${CORE:-0}
 CLIENT=${CLIENT:-8-15}
 REPS=${REPS:-7}
 DUR=${DUR:-3}
-export PATH=$R/.dev/bin:$PATH LD_LIBRARY_PATH=$R/.dev/lib ARCHZOO_PEERS_BUILD=$R/.dev/peers
-# The harness finds peers/ and bench/ through the path it was built at.
-mkdir -p /work /var/log/nginx /var/lib/nginx
-[ -e /work/main ] || ln -s "$R" /work/main
-res=$R/.dev/res
-rm -rf "$res"
-log=$OUT/log.txt
-{ date; nproc; lscpu | grep -v '^Flags'; uname -a; head -2 /etc/os-release; ulimit -n
-  wrk -v 2>&1 | head -1; nginx -v 2>&1; sysctl net.ipv4.ip_local_port_range net.ipv4.tcp_tw_reuse; } > "$OUT/machine.txt" 2>&1
+. .dev/setup.sh
 V=prefork-eventloop,coroutine-reuseport,thread-per-core,work-stealing,work-stealing/hyper,reactor-workers
 t0=$(date +%s)
 echo "== keep-alive off, 1 worker on CPU $CORE, wrk on $CLIENT, $REPS rounds" >> "$log"

@@ -7,21 +7,11 @@
 # results come back as scaling.tgz (one results/ folder per bench run) and log.txt.
 # Rehearse here first: CORES=1 CLIENT=1 DUR=1 OUT=/tmp/s bash .dev/scaling.sh
 set -u
-R=$PWD
 OUT=${OUT:-/tmp/scaling-out}
-mkdir -p "$OUT"
 CORES=${CORES:-"2 4 8"}
 CLIENT=${CLIENT:-8-15}
 DUR=${DUR:-3}
-export PATH=$R/.dev/bin:$PATH LD_LIBRARY_PATH=$R/.dev/lib ARCHZOO_PEERS_BUILD=$R/.dev/peers
-# The harness finds peers/ and bench/ through the path it was built at.
-mkdir -p /work /var/log/nginx /var/lib/nginx
-[ -e /work/main ] || ln -s "$R" /work/main
-res=$R/.dev/res
-rm -rf "$res"
-log=$OUT/log.txt
-{ date; nproc; lscpu | grep -v '^Flags'; uname -a; head -2 /etc/os-release; ulimit -n
-  wrk -v 2>&1 | head -1; nginx -v 2>&1; sysctl net.ipv4.ip_local_port_range net.ipv4.tcp_tw_reuse; } > "$OUT/machine.txt" 2>&1
+. .dev/setup.sh
 pack() { tar czf "$OUT/scaling.tgz" -C "$res" . 2>/dev/null; }
 V=prefork-eventloop,prefork-eventloop/reuseport,coroutine-reuseport,thread-per-core,work-stealing,work-stealing/hyper,reactor-workers
 P=nginx,go-nethttp
