@@ -77,6 +77,20 @@ impl Request {
         true
     }
 
+    /// Gives the request a string to copy targets into (from `lend`), if it holds none
+    /// yet: the codec lends an ended connection's.
+    pub(crate) fn lend_target(&mut self, lend: impl FnOnce() -> String) {
+        if self.target.capacity() == 0 {
+            self.target = lend();
+        }
+    }
+
+    /// The target's string, taken out (an unallocated one left in its place), for the
+    /// codec's pool to lend to the next connection.
+    pub(crate) fn take_target(&mut self) -> String {
+        std::mem::take(&mut self.target)
+    }
+
     /// The request target exactly as sent.
     pub fn target(&self) -> &str {
         &self.target

@@ -31,16 +31,27 @@ const KEEP: usize = 64;
 /// thread, 1 MiB, however the connections come and go).
 const MAX_KEPT: usize = 16 * 1024;
 
+/// Room of a new request-target string: a typical path and query.
+const TARGET_SIZE: usize = 64;
+
+/// Largest target string the pool takes back.
+const MAX_TARGET_KEPT: usize = 1024;
+
 struct Pool {
     /// Input buffers: `SIZE..=MAX_KEPT` bytes long, initialised, contents meaningless.
     input: Vec<Vec<u8>>,
     /// Output buffers: empty, `SIZE..=MAX_KEPT` bytes of capacity.
     output: Vec<Vec<u8>>,
+    /// Request-target strings of ended connections: empty, `TARGET_SIZE..=MAX_TARGET_KEPT`
+    /// bytes of room. A connection copies its first request's target into one and keeps it
+    /// for its later requests; without keep-alive every connection has one request, so
+    /// without the pool each allocated and freed one.
+    targets: Vec<String>,
 }
 
 thread_local! {
     static POOL: RefCell<Pool> = const {
-        RefCell::new(Pool { input: Vec::new(), output: Vec::new() })
+        RefCell::new(Pool { input: Vec::new(), output: Vec::new(), targets: Vec::new() })
     };
 }
 
@@ -86,15 +97,53 @@ pub(super) fn give_output(buf: &mut Vec<u8>) {
     }
 }
 
-/// How many input and output buffers this thread's pool holds (for the codec's tests).
+/// An empty string to copy a request target into.
+pub(super) fn take_target() -> String {
+    POOL.with_borrow_mut(|p| p.targets.pop())
+        .unwrap_or_else(|| String::with_capacity(TARGET_SIZE))
+}
+
+/// Takes back an ended connection's target string, emptied, if it is no larger than
+/// [`MAX_TARGET_KEPT`] and the pool has room; frees it otherwise.
+pub(super) fn give_target(mut target: String) {
+    if (TARGET_SIZE..=MAX_TARGET_KEPT).contains(&target.capacity()) {
+        target.clear();
+        let _ = POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.targets.len() < KEEP {
+                p.targets.push(target);
+            }
+        });
+    }
+}
+
+/// How many input buffers, output buffers and target strings this thread's pool holds
+/// (for the codec's tests).
 #[cfg(test)]
-pub(super) fn pooled() -> (usize, usize) {
-    POOL.with_borrow(|p| (p.input.len(), p.output.len()))
+pub(super) fn pooled() -> (usize, usize, usize) {
+    POOL.with_borrow(|p| (p.input.len(), p.output.len(), p.targets.len()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_returned_target_string_is_lent_again_empty() {
+        let mut t = take_target();
+        t.push_str("/plaintext");
+        let ptr = t.as_ptr();
+        give_target(t);
+        let again = take_target();
+        assert!(again.is_empty());
+        assert_eq!(again.as_ptr(), ptr, "the same string comes back");
+        give_target("/".repeat(2 * MAX_TARGET_KEPT));
+        assert_eq!(
+            take_target().capacity(),
+            TARGET_SIZE,
+            "a huge one was freed"
+        );
+    }
 
     #[test]
     fn a_returned_buffer_is_lent_again_and_only_huge_ones_are_freed() {

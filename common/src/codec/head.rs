@@ -141,6 +141,8 @@ pub(super) fn parse(
     if hosts > 1 {
         return Err(Reject(400, "more than one Host field"));
     }
+    // A connection's first request: a string from the pool to copy its target into.
+    req.lend_target(super::buffers::take_target);
     if !req.set_target(parsed.path.unwrap_or("")) {
         return Err(Reject(400, "invalid request target"));
     }

@@ -301,6 +301,7 @@ impl Conn<Forward> {
 impl<M: Mode> Drop for Conn<M> {
     fn drop(&mut self) {
         self.give_buffers_back();
+        buffers::give_target(self.req.take_target());
     }
 }
 

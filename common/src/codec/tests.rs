@@ -96,7 +96,8 @@ fn an_idle_connection_holds_no_buffer() {
 
 /// A connection closed after its answer is never idle again, so it still holds its
 /// buffers when it ends; dropping it gives them back to the pool for the next connection
-/// (without keep-alive, every connection ends so).
+/// (without keep-alive, every connection ends so), with the string its request target was
+/// copied into.
 #[test]
 fn a_connection_closed_after_its_answer_gives_its_buffers_back() {
     let mut c = Conn::new(&config());
@@ -107,7 +108,10 @@ fn a_connection_closed_after_its_answer_gives_its_buffers_back() {
     assert!(!holds_nothing(&c), "a closing connection is not idle");
     let before = buffers::pooled();
     drop(c);
-    assert_eq!(buffers::pooled(), (before.0 + 1, before.1 + 1));
+    assert_eq!(
+        buffers::pooled(),
+        (before.0 + 1, before.1 + 1, before.2 + 1)
+    );
 }
 
 #[test]
