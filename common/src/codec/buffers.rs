@@ -73,13 +73,7 @@ pub(super) fn take_output() -> Vec<u8> {
 pub(super) fn give_input(buf: &mut Vec<u8>) {
     let buf = std::mem::take(buf);
     if (SIZE..=MAX_KEPT).contains(&buf.len()) {
-        // try_with: a connection dropped while its thread exits just frees its buffer.
-        let _ = POOL.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.input.len() < KEEP {
-                p.input.push(buf);
-            }
-        });
+        keep(buf, |p| &mut p.input);
     }
 }
 
@@ -88,13 +82,21 @@ pub(super) fn give_output(buf: &mut Vec<u8>) {
     let mut buf = std::mem::take(buf);
     if (SIZE..=MAX_KEPT).contains(&buf.capacity()) {
         buf.clear();
-        let _ = POOL.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.output.len() < KEEP {
-                p.output.push(buf);
-            }
-        });
+        keep(buf, |p| &mut p.output);
     }
+}
+
+/// Puts `item` on this thread's `list` of the pool if it holds fewer than [`KEEP`];
+/// frees it otherwise.
+fn keep<T>(item: T, list: fn(&mut Pool) -> &mut Vec<T>) {
+    // try_with: a connection dropped while its thread exits just frees what it held.
+    let _ = POOL.try_with(|p| {
+        let mut p = p.borrow_mut();
+        let list = list(&mut p);
+        if list.len() < KEEP {
+            list.push(item);
+        }
+    });
 }
 
 /// An empty string to copy a request target into.
@@ -108,12 +110,7 @@ pub(super) fn take_target() -> String {
 pub(super) fn give_target(mut target: String) {
     if (TARGET_SIZE..=MAX_TARGET_KEPT).contains(&target.capacity()) {
         target.clear();
-        let _ = POOL.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.targets.len() < KEEP {
-                p.targets.push(target);
-            }
-        });
+        keep(target, |p| &mut p.targets);
     }
 }
 
