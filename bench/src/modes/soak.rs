@@ -119,9 +119,11 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
         Target::Peer(_) => "a real server: measured, not modelled".to_string(),
         Target::Url(_) => String::new(),
     };
+    let work_us = plan.work_us_of(target);
     let missing = |why: String| Soak {
         workers: spec.workers,
         workload: spec.workload.name.to_string(),
+        work_us,
         duration_s,
         expected: expected.clone(),
         ..Soak::missing(target.name(), &model_text, why)
@@ -253,7 +255,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
         model: model_text,
         workers: spec.workers,
         workload: spec.workload.name.to_string(),
-        work_us: plan.work_us_of(target),
+        work_us,
         rate,
         capacity_is_the_clients,
         duration_s,

@@ -47,7 +47,10 @@ pub fn table(rows: &[Soak]) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {why} | | | | | | | | | | |",
-                r.variant, r.model, r.workers, r.workload
+                r.name(),
+                r.model,
+                r.workers,
+                r.workload
             );
             continue;
         }
@@ -362,5 +365,11 @@ mod tests {
         };
         assert!(table(&[row(30)]).contains("| prefork-eventloop +30 µs |"));
         assert!(table(&[row(0)]).contains("| prefork-eventloop |"));
+        // A soak that could not run is named the same way.
+        let failed = Soak {
+            missing: Some("FAILED: did not start".into()),
+            ..row(30)
+        };
+        assert!(table(&[failed]).contains("| prefork-eventloop +30 µs |"));
     }
 }

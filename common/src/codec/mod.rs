@@ -296,8 +296,10 @@ impl Conn<Forward> {
 /// A connection that ends holding its buffers gives them back as an idle one does: one
 /// closed after its answer (`Connection: close`, HTTP/1.0, an error) is never idle again,
 /// and without keep-alive every connection ends so — freed, its buffers made the next
-/// connection's `take_input` allocate and zero 4 KiB anew. (The pool frees what it has no
-/// room for, and one dropped while its thread exits.)
+/// connection's `take_input` allocate and zero 4 KiB anew. The string its request target
+/// was copied into goes back too (a connection keeps that one while it lives, idle or
+/// not), for the next connection's first request. (The pool frees what it has no room
+/// for, and one dropped while its thread exits.)
 impl<M: Mode> Drop for Conn<M> {
     fn drop(&mut self) {
         self.give_buffers_back();
