@@ -15,6 +15,7 @@
 
 use std::convert::Infallible;
 
+use crate::sole::Sole;
 use common::codec::{ConnConfig, Method, Request, Version, MAX_BODY, MAX_HEAD, MAX_HEADERS};
 use common::handler::Later;
 use common::response::Response as Reply;
@@ -25,18 +26,13 @@ use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST,
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 type HyperResponse = hyper::Response<Full<Bytes>>;
 
 /// Serves one connection with hyper until it closes, or until a stop, which lets an
 /// in-flight request finish (hyper's graceful shutdown) and closes an idle connection.
-pub async fn serve(
-    stream: TcpStream,
-    mut stop: watch::Receiver<bool>,
-    config: &'static ConnConfig,
-) {
+pub async fn serve(stream: Sole, mut stop: watch::Receiver<bool>, config: &'static ConnConfig) {
     stats::connection();
     let mut builder = http1::Builder::new();
     // hyper's own head timeout: it closes (without a 408) a connection whose next head
@@ -200,13 +196,13 @@ fn reject(status: u16, why: &str) -> HyperResponse {
 /// timeout, and a client that stops reading must not hold its connection forever. Its
 /// shutdown is the close that follows (see `poll_shutdown`).
 struct WriteDeadline {
-    inner: TcpStream,
+    inner: Sole,
     limit: std::time::Duration,
     stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl WriteDeadline {
-    fn new(inner: TcpStream, limit: std::time::Duration) -> Self {
+    fn new(inner: Sole, limit: std::time::Duration) -> Self {
         WriteDeadline {
             inner,
             limit,
@@ -248,7 +244,7 @@ impl tokio::io::AsyncRead for WriteDeadline {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+        std::pin::Pin::new(&mut *self.inner).poll_read(cx, buf)
     }
 }
 
@@ -258,7 +254,7 @@ impl tokio::io::AsyncWrite for WriteDeadline {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        let poll = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        let poll = std::pin::Pin::new(&mut *self.inner).poll_write(cx, buf);
         self.check(cx, poll)
     }
 
@@ -267,7 +263,7 @@ impl tokio::io::AsyncWrite for WriteDeadline {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        let poll = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        let poll = std::pin::Pin::new(&mut *self.inner).poll_write_vectored(cx, bufs);
         self.check(cx, poll)
     }
 
@@ -279,7 +275,7 @@ impl tokio::io::AsyncWrite for WriteDeadline {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+        std::pin::Pin::new(&mut *self.inner).poll_flush(cx)
     }
 
     /// Done without a system call: hyper shuts its transport down as the last thing it

@@ -43,6 +43,7 @@
 
 mod database;
 mod hyper_codec;
+mod sole;
 
 use std::io;
 use std::net::TcpListener as StdListener;
@@ -58,6 +59,7 @@ use common::handler::App;
 use common::listener::{ListenOptions, ACCEPT_BACKOFF};
 use common::registry::{ConnRegistry, Tracked};
 use common::{linger, stats, supervisor};
+use sole::Sole;
 use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -157,11 +159,15 @@ async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
         (Ok(t), Ok(i)) => (t, i),
         _ => cli::fail(ARCH, "cannot install signal handlers"),
     };
-    // Every connection holds a receiver: `changed()` tells it to stop, and the sender's
-    // `closed()` resolves once the last connection is gone.
+    // The accept task and every hyper connection hold a receiver: `changed()` tells it to
+    // stop, and the sender's `closed()` resolves once the last of them is gone.
     let (stop_tx, stop_rx) = watch::channel(false);
-    // Connection deadlines (slowloris → 408, idle keep-alive → close), swept once a second
-    // instead of arming a timer per read.
+    // The shared codec's connections, published so that the sweep can cut off a peer past
+    // its deadline (slowloris → 408, idle keep-alive → close) once a second instead of a
+    // timer armed per read, and so that a stop ends the idle ones (`ConnRegistry::stop`)
+    // without every connection waiting on the watch above as well: a waiter registered
+    // and removed under the watch's lock at every wait between requests, and a receiver
+    // cloned and dropped a connection.
     let conns = ConnRegistry::new();
     let sweeper = conns.clone();
     tokio::spawn(async move {
@@ -171,6 +177,7 @@ async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
             sweeper.sweep(std::time::Instant::now());
         }
     });
+    let registry = conns.clone();
     let accept = tokio::spawn(accept_loop(listener, stop_rx, codec, config.conn, conns));
     cli::announce(
         ARCH,
@@ -192,8 +199,16 @@ async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
     }
     let _ = stop_tx.send(true);
     let _ = accept.await;
+    // Idle shared-codec connections: their read side shut, their reads end now.
+    registry.stop(None);
     // In-flight requests finish; idle keep-alive connections close at once.
-    if tokio::time::timeout(supervisor::GRACE, stop_tx.closed())
+    let drained = async {
+        stop_tx.closed().await;
+        while registry.live() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    if tokio::time::timeout(supervisor::GRACE, drained)
         .await
         .is_err()
     {
@@ -205,7 +220,10 @@ async fn run(std_listener: StdListener, config: &Config, codec: Codec) -> i32 {
     0
 }
 
-/// The accept task: one task per connection, like `go c.serve(ctx)` in net/http.
+/// The accept task: one task per connection, like `go c.serve(ctx)` in net/http, until the
+/// stop. One wait for the stop covers the task's whole life: a `changed()` raced against
+/// each permit and each accept registered a waiter under the watch's lock and removed it
+/// again, four times a connection.
 async fn accept_loop(
     listener: AsyncFd<StdListener>,
     mut stop: watch::Receiver<bool>,
@@ -213,39 +231,46 @@ async fn accept_loop(
     config: ConnConfig,
     conns: Arc<ConnRegistry>,
 ) {
+    let hyper_stop = stop.clone();
+    tokio::select! {
+        biased;
+        _ = stop.changed() => {}
+        _ = accept_forever(&listener, hyper_stop, codec, config.shared(), &conns) => {}
+    }
+}
+
+/// Accepts and spawns until dropped by [`accept_loop`]'s stop.
+async fn accept_forever(
+    listener: &AsyncFd<StdListener>,
+    stop: watch::Receiver<bool>,
+    codec: Codec,
+    config: &'static ConnConfig,
+    conns: &Arc<ConnRegistry>,
+) {
     // --max-conns, as mini-redis does it: a permit per connection, taken before accepting,
     // so at the limit new connections wait in the listen queue.
-    let config = config.shared();
     let permits = Arc::new(tokio::sync::Semaphore::new(config.max_conns));
     loop {
-        let permit = tokio::select! {
-            biased;
-            _ = stop.changed() => return,
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => return,
-            },
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
         };
-        let accepted = tokio::select! {
-            biased;
-            _ = stop.changed() => return,
-            accepted = accept(&listener) => accepted,
-        };
-        match accepted {
+        match accept(listener).await {
             Ok(stream) => {
-                let stop = stop.clone();
                 match codec {
                     Codec::Shared => {
                         let tracked = conns.track(stream);
                         tokio::spawn(async move {
-                            serve(tracked, stop, config).await;
+                            serve(tracked, config).await;
                             drop(permit);
                         })
                     }
-                    Codec::Hyper => tokio::spawn(async move {
-                        hyper_codec::serve(stream, stop, config).await;
-                        drop(permit);
-                    }),
+                    Codec::Hyper => {
+                        let stop = stop.clone();
+                        tokio::spawn(async move {
+                            hyper_codec::serve(stream, stop, config).await;
+                            drop(permit);
+                        })
+                    }
                 };
             }
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
@@ -269,11 +294,16 @@ async fn accept_loop(
 /// Clearing tokio's assumed readiness after its accept instead is not safe: with more than
 /// one worker the driver can process the socket's real first event before the clear, and
 /// the clear would swallow it (connections hung in the conformance suite).
-async fn accept(listener: &AsyncFd<StdListener>) -> io::Result<TcpStream> {
+///
+/// The stream is [`Sole`]: it closes without tokio's `EPOLL_CTL_DEL` (see `sole`).
+async fn accept(listener: &AsyncFd<StdListener>) -> io::Result<Sole> {
     loop {
         let mut ready = listener.readable().await?;
         if let Ok(accepted) = ready.try_io(|l| accept4(l.get_ref())) {
-            return accepted.and_then(TcpStream::from_std);
+            let stream = accepted.and_then(TcpStream::from_std)?;
+            // SAFETY: `accept4` made the descriptor a moment ago, close-on-exec; this
+            // process never forks and nothing here duplicates a connection's descriptor.
+            return Ok(unsafe { Sole::new(stream) });
         }
     }
 }
@@ -297,8 +327,9 @@ fn accept4(listener: &StdListener) -> io::Result<std::net::TcpStream> {
     Ok(unsafe { std::net::TcpStream::from_raw_fd(fd) })
 }
 
-/// One connection with the shared codec: read, process, write, until close or stop.
-async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, config: &ConnConfig) {
+/// One connection with the shared codec: read, process, write, until close or stop (the
+/// registry's: between requests a stop shuts the read side and the read ends).
+async fn serve(mut t: Tracked<Sole>, config: &ConnConfig) {
     let mut conn = Conn::new(config);
     loop {
         let progress = conn.process();
@@ -314,17 +345,12 @@ async fn serve(mut t: Tracked<TcpStream>, mut stop: watch::Receiver<bool>, confi
         }
         match progress {
             Progress::Read => {
-                t.entry.wait(false, conn.read_deadline());
-                let read = if conn.is_idle() {
-                    // Between requests a stop closes the connection; mid-request it waits.
-                    tokio::select! {
-                        biased;
-                        read = read_when_ready(&t.stream, &mut conn) => read,
-                        _ = stop.changed() => return,
-                    }
-                } else {
-                    read_when_ready(&t.stream, &mut conn).await
-                };
+                // Publish the wait: a stop ends it between requests (false: already
+                // stopping, close now), the sweep past its deadline.
+                if !t.entry.wait(conn.is_idle(), conn.read_deadline()) {
+                    return;
+                }
+                let read = read_when_ready(&t.stream, &mut conn).await;
                 t.entry.unpark();
                 match read {
                     Ok(0) | Err(_) if conn.expired(std::time::Instant::now()) => {
