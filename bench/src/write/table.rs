@@ -245,10 +245,13 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
             Entry::figure(cell.cpu_us_per_req(), 2),
         ];
         if by_round {
-            figures.push(Entry::figure(
-                by_round_reference(cells, cell).and_then(|o| cell.cpu_ratio_by_round(o)),
-                2,
-            ));
+            let reference = by_round_reference(cells, cell);
+            let ratio = reference.and_then(|o| cell.cpu_ratio_by_round(o));
+            let mut entry = Entry::figure(ratio, 2);
+            if let Some((lo, hi)) = reference.and_then(|o| cell.cpu_ratio_interval_by_round(o)) {
+                entry.text = format!("{} ({lo:.2}–{hi:.2})", entry.text);
+            }
+            figures.push(entry);
         }
         if database {
             figures.push(Entry::figure(cell.median_of(|r| r.db_cpu_us_per_req), 2));
@@ -322,7 +325,7 @@ pub fn table(cells: &[Cell]) -> Table<'_> {
                 "that of the row of its group with the lowest CPU µs/req,".to_string(),
             ),
         };
-        legend.push(format!("{column}: each start's CPU µs/req ÷ {reference} started in the same round (--fresh-server runs the starts in rounds), the median over the rounds — a drift of the machine divides out, as it does not from two medians."));
+        legend.push(format!("{column}: each start's CPU µs/req ÷ {reference} started in the same round (--fresh-server runs the starts in rounds), the median over the rounds — a drift of the machine divides out, as it does not from two medians. In brackets, from six rounds: the 95 % confidence interval of that median (distribution-free: order statistics of the rounds) — a row whose interval lies within a target is within it on this evidence, one whose interval straddles it is not settled."));
     }
     if database {
         legend.push("database CPU µs/req: the PostgreSQL backends' CPU time per request (pg workloads, the cluster bench started): on the server's CPUs, what waiting for the database cannot overlap.".into());
@@ -572,6 +575,29 @@ mod tests {
         cells[2].baseline = true;
         assert_eq!(column(&cells, BY_ROUND_BASELINE), ["0.50", "0.75", "1.00"]);
         assert!(markdown(&cells).contains("÷ that of c (--baseline)"));
+    }
+
+    /// From six rounds the by-round figure carries its median's 95 % interval: over nine
+    /// rounds of ratios 1.01 … 1.09 (in any order), the 2nd and the 8th — 1.02 and 1.08.
+    #[test]
+    fn the_by_round_column_gives_the_interval_of_its_median() {
+        let rounds = |cpus: &[f64]| {
+            let runs = cpus.iter().map(|&c| Run::sample(1000.0, c)).collect();
+            move |name: &str| Cell {
+                fresh_server: true,
+                ..Cell::sample(name, runs)
+            }
+        };
+        let base = [10.0; 9];
+        let other: Vec<f64> = [5, 1, 9, 3, 7, 2, 8, 4, 6]
+            .iter()
+            .map(|&i| 10.0 * (1.0 + i as f64 / 100.0))
+            .collect();
+        let cells = [rounds(&base)("a"), rounds(&other)("b")];
+        let rows = rows(&markdown(&cells));
+        let at = rows[0].iter().position(|h| h == BY_ROUND).unwrap();
+        assert_eq!(rows[2][at], "1.00 (1.00–1.00)");
+        assert_eq!(rows[3][at], "1.05 (1.02–1.08)");
     }
 
     #[test]
