@@ -686,33 +686,35 @@ fn a_coroutine_connection_costs_no_ioctl_and_one_epoll_ctl() {
 
 /// A connection that hyper closes costs no `shutdown`: `work-stealing/hyper` closes as
 /// Go's net/http does, with the `close` alone (hyper's own `shutdown(SHUT_WR)` before it
-/// was one system call a connection, the one over issue #38's 7). And one `epoll_ctl`, the
-/// ADD: the vendored tokio closes a sole socket without its `EPOLL_CTL_DEL` first (stock
-/// tokio makes 2). Counted per connection — per `sendto`, one answer a connection — not
-/// timed; the total is the benchmark's to judge (empty accepts and `epoll_wait`s a
-/// connection depend on the load).
+/// was one system call a connection, the one over issue #38's 7).
 #[test]
 fn a_hyper_connection_closes_without_shutdown_or_epoll_delete() {
-    let by_name = calls_without_keepalive(&Out::new("hyper-close"), "work-stealing/hyper");
-    let per = |name: &str| calls(&by_name, name);
-    let sends = per("sendto");
-    assert!(sends > 0.0, "{by_name:?}");
-    assert!(per("shutdown") / sends < 0.05, "{by_name:?}");
-    assert!((0.8..1.3).contains(&(per("close") / sends)), "{by_name:?}");
-    assert!(per("epoll_ctl") / sends < 1.2, "{by_name:?}");
+    let by_name = closes_without_epoll_delete("hyper-close", "work-stealing/hyper");
+    assert!(
+        calls(&by_name, "shutdown") / calls(&by_name, "sendto") < 0.05,
+        "{by_name:?}"
+    );
 }
 
-/// A `work-stealing` connection with the shared codec makes one `epoll_ctl` (the ADD) and
-/// no `EPOLL_CTL_DEL` before its close (the vendored tokio's `close_sole`), as the event
-/// loop: stock tokio makes 2. Counted, not timed.
+/// A `work-stealing` connection with the shared codec closes as the event loop's does.
 #[test]
 fn a_work_stealing_connection_makes_one_epoll_ctl() {
-    let by_name = calls_without_keepalive(&Out::new("ws-close"), "work-stealing");
+    closes_without_epoll_delete("ws-close", "work-stealing");
+}
+
+/// The system calls a connection of `variant` (a tokio row): one `close` and one
+/// `epoll_ctl`, the ADD — the vendored tokio closes a sole socket without its
+/// `EPOLL_CTL_DEL` first (stock tokio makes 2). Counted per connection — per `sendto`, one
+/// answer a connection — not timed; the total is the benchmark's to judge (empty accepts
+/// and `epoll_wait`s a connection depend on the load).
+fn closes_without_epoll_delete(out: &str, variant: &str) -> Vec<(String, f64)> {
+    let by_name = calls_without_keepalive(&Out::new(out), variant);
     let per = |name: &str| calls(&by_name, name);
     let sends = per("sendto");
     assert!(sends > 0.0, "{by_name:?}");
     assert!((0.8..1.3).contains(&(per("close") / sends)), "{by_name:?}");
     assert!(per("epoll_ctl") / sends < 1.2, "{by_name:?}");
+    by_name
 }
 
 /// The system calls a request of `variant`, by name, in a run of
