@@ -5,7 +5,8 @@
 # and the starts in rounds, so the column `CPU × baseline (by round)` is each row ÷ nginx
 # started in the same round. On the 2-core host a start sways 0.9–1.3× nginx; the ±5 % of
 # the target can only be judged here. The device has no perf: system calls are counted on
-# the 2-core host (docs/results.md, "Connection cost"). About 4.5 minutes (REPS=7).
+# the 2-core host (docs/results.md, "Connection cost"). Nine rounds of 2 s, so that the
+# column carries its median's 95 % interval (the 2nd and 8th round): about 4.5 minutes.
 # After bench/device/prepare, with the device tool: run `bash .dev/connection.sh`, carry
 # [".dev"]; results come back as connection.tgz (the results/ folder) and log.txt.
 # Rehearse here first: CORE=0 CLIENT=1 REPS=2 DUR=1 OUT=/tmp/c bash .dev/connection.sh
@@ -13,8 +14,8 @@ set -u
 OUT=${OUT:-/tmp/connection-out}
 CORE=${CORE:-0}
 CLIENT=${CLIENT:-8-15}
-REPS=${REPS:-7}
-DUR=${DUR:-3}
+REPS=${REPS:-9}
+DUR=${DUR:-2}
 . .dev/setup.sh
 V=prefork-eventloop,coroutine-reuseport,thread-per-core,work-stealing,work-stealing/hyper,reactor-workers
 t0=$(date +%s)
