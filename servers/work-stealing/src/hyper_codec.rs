@@ -51,9 +51,12 @@ pub async fn serve(stream: Sole, mut stop: watch::Receiver<bool>, config: &'stat
     let stream = WriteDeadline::new(stream, config.timeouts.idle);
     // hyper has no requests-per-connection limit: count them here, and the response that
     // reaches --keepalive-requests carries `Connection: close`, after which hyper closes.
-    let served = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    // A `Cell` the service owns, not a shared counter: hyper calls its service from the
+    // connection's own task, one request at a time — no allocation a connection for it.
+    let served = std::cell::Cell::new(0u32);
     let service = service_fn(move |req| {
-        let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let n = served.get() + 1;
+        served.set(n);
         let last = config.keepalive_requests != 0 && n >= config.keepalive_requests;
         async move {
             let mut resp = handle(req, config).await?;
