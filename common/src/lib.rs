@@ -51,6 +51,8 @@
 
 pub mod cli;
 pub mod codec;
+#[cfg(feature = "may")]
+pub mod coroutine;
 pub mod evconn;
 pub mod evloop;
 pub mod framework;

@@ -171,7 +171,7 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
     while !conns.stopping() {
         if conns.live() >= config.max_conns {
             // At --max-conns: leave new connections in the listen queue for a while.
-            may::coroutine::sleep(Duration::from_millis(10));
+            common::coroutine::sleep(Duration::from_millis(10));
             continue;
         }
         match listener.accept() {
@@ -192,7 +192,7 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
                 };
                 if let Err(e) = spawned {
                     eprintln!("{ARCH}: cannot start a coroutine: {e}; backing off");
-                    may::coroutine::sleep(ACCEPT_BACKOFF);
+                    common::coroutine::sleep(ACCEPT_BACKOFF);
                 }
             }
             Err(_) if conns.stopping() => return,
@@ -200,7 +200,7 @@ fn accept_loop(listener: TcpListener, conns: Arc<ConnRegistry>, config: ConnConf
             Err(e) => {
                 // EMFILE/ENFILE: back off rather than spin.
                 eprintln!("{ARCH}: accept failed: {e}; backing off");
-                may::coroutine::sleep(ACCEPT_BACKOFF);
+                common::coroutine::sleep(ACCEPT_BACKOFF);
             }
         }
     }
@@ -248,7 +248,7 @@ fn serve(mut t: Tracked<TcpStream>, config: &ConnConfig) {
                     return;
                 }
                 // Parks only this coroutine; the others keep running.
-                may::coroutine::sleep(wait);
+                common::coroutine::sleep(wait);
             }
             Progress::Query(job) => {
                 if write_out(&mut t.stream, &mut conn, &t.entry).is_err() {

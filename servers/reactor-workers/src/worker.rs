@@ -140,7 +140,7 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
                             // Parks this request only; the worker serves the others.
                             let response = match later {
                                 Later::Wait(wait) => {
-                                    may::coroutine::sleep(wait);
+                                    common::coroutine::sleep(wait);
                                     response
                                 }
                                 // Swoole's hooked PDO: the coroutine yields at each wait

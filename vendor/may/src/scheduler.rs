@@ -45,18 +45,22 @@ fn init_scheduler() {
 
     // timer thread
     thread::spawn(move || {
+        let s = unsafe { &*SCHED };
         // timer function
         let timer_event_handler = |c: Arc<AtomicOption<CoroutineImpl>>| {
             // just re-push the co to the visit list
             if let Some(mut co) = c.take() {
                 // set the timeout result for the coroutine
                 set_co_para(&mut co, io::Error::new(io::ErrorKind::TimedOut, "timeout"));
-                // s.schedule_global(c);
-                run_coroutine(co);
+                // archzoo: back to a worker, not run here. Run on the timer thread, the
+                // coroutine went on there — a thread that is not a scheduler — with the
+                // thread-local state of its first thread still in the compiler's registers
+                // (a segfault in release builds), and beside its worker (two threads
+                // running coroutines in a one-scheduler process).
+                s.schedule_global(co);
             }
         };
 
-        let s = unsafe { &*SCHED };
         s.timer_thread.run(&timer_event_handler);
     });
 
