@@ -677,11 +677,31 @@ fn a_pipelined_batch_is_answered_in_one_write() {
 fn a_coroutine_connection_costs_no_ioctl_and_one_epoll_ctl() {
     let by_name = calls_without_keepalive(&Out::new("conn"), "coroutine-reuseport");
     let per = |name: &str| calls(&by_name, name);
-    // One connection a request without keep-alive (and now and then an accept that finds
-    // the drained listener empty).
-    assert!((0.8..1.6).contains(&per("accept4")), "{by_name:?}");
     assert!(per("ioctl") < 0.05, "{by_name:?}");
     assert!(per("epoll_ctl") < 1.2, "{by_name:?}");
+    accepts_only_what_is_queued(&by_name);
+}
+
+/// `prefork-eventloop` (and with it every row on `common::evloop`'s acceptor:
+/// reactor-workers' reactors) asks the accept queue how many connections it holds and
+/// accepts that many: no `accept4` into an empty queue.
+#[test]
+fn an_event_loop_accepts_only_what_the_queue_holds() {
+    let by_name = calls_without_keepalive(&Out::new("pe-accept"), "prefork-eventloop");
+    accepts_only_what_is_queued(&by_name);
+}
+
+/// One `accept4` a connection — one `sendto`, one answer a connection — and no more: the
+/// server asked the queue's length (`getsockopt(TCP_INFO)`, see `common::listener::queued`)
+/// instead of accepting until `EAGAIN`. Stock, an accept into the empty queue ended every
+/// wake-up of the listener, 1.3 `accept4` a connection at this load, each one a socket
+/// built and torn down in the kernel. One worker: no sibling can take a counted connection.
+fn accepts_only_what_is_queued(by_name: &[(String, f64)]) {
+    let sends = calls(by_name, "sendto");
+    assert!(sends > 0.0, "{by_name:?}");
+    let accepts = calls(by_name, "accept4") / sends;
+    assert!((0.9..1.05).contains(&accepts), "{by_name:?}");
+    assert!(calls(by_name, "getsockopt") > 0.0, "{by_name:?}");
 }
 
 /// A connection that hyper closes costs no `shutdown`: `work-stealing/hyper` closes as
@@ -704,9 +724,9 @@ fn a_work_stealing_connection_makes_one_epoll_ctl() {
 
 /// The system calls a connection of `variant` (a tokio row): one `close` and one
 /// `epoll_ctl`, the ADD — the vendored tokio closes a sole socket without its
-/// `EPOLL_CTL_DEL` first (stock tokio makes 2). Counted per connection — per `sendto`, one
-/// answer a connection — not timed; the total is the benchmark's to judge (empty accepts
-/// and `epoll_wait`s a connection depend on the load).
+/// `EPOLL_CTL_DEL` first (stock tokio makes 2); and one `accept4`. Counted per connection —
+/// per `sendto`, one answer a connection — not timed; the total is the benchmark's to judge
+/// (`epoll_wait`s and queue questions a connection depend on the load).
 fn closes_without_epoll_delete(out: &str, variant: &str) -> Vec<(String, f64)> {
     let by_name = calls_without_keepalive(&Out::new(out), variant);
     let per = |name: &str| calls(&by_name, name);
@@ -714,6 +734,7 @@ fn closes_without_epoll_delete(out: &str, variant: &str) -> Vec<(String, f64)> {
     assert!(sends > 0.0, "{by_name:?}");
     assert!((0.8..1.3).contains(&(per("close") / sends)), "{by_name:?}");
     assert!(per("epoll_ctl") / sends < 1.2, "{by_name:?}");
+    accepts_only_what_is_queued(&by_name);
     by_name
 }
 

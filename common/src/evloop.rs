@@ -26,7 +26,7 @@ use slab::Slab;
 
 use crate::codec::{Answer, Conn, ConnConfig, Mode};
 use crate::evconn::{EvConn, Next};
-use crate::listener::ACCEPT_BACKOFF;
+use crate::listener::{self, ACCEPT_BACKOFF};
 
 /// How often connection deadlines are checked.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -442,9 +442,13 @@ impl Acceptor {
         })
     }
 
-    /// Accepts until the queue is empty (edge-triggered: drain it) or the table is full;
-    /// each connection gets a codec built from `config`. On a shared socket the accept may come
-    /// back empty — a sibling won the race for the same wake-up (thundering herd).
+    /// Accepts every connection the queue holds (edge-triggered: the wake-up must take them
+    /// all) or until the table is full; each connection gets a codec built from `config`.
+    /// The queue's length is asked first ([`listener::queued`]) and exactly that many are
+    /// accepted: no `accept4` runs into an empty queue, the costliest failed call there is.
+    /// A connection that comes after the question raises a new edge. On a shared socket an
+    /// accept may still come back empty — a sibling won the race for the same wake-up
+    /// (thundering herd).
     pub fn accept<M: Mode>(
         &mut self,
         registry: &Registry,
@@ -456,7 +460,15 @@ impl Acceptor {
             return;
         }
         self.backoff.clear();
-        loop {
+        let Some(mut left) = self
+            .listener
+            .as_ref()
+            .map(|l| listener::queued(l).unwrap_or(usize::MAX))
+        else {
+            return;
+        };
+        while left > 0 {
+            left -= 1;
             let Some(listener) = self.listener.as_ref() else {
                 return;
             };
@@ -469,11 +481,9 @@ impl Acceptor {
                     let _ = table.insert(registry, stream, Conn::open(config));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
-                    ) => {}
+                // Interrupted took nothing from the queue: that connection is still owed.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => left += 1,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
                 Err(e) => {
                     // EMFILE/ENFILE: back off instead of spinning, and come back on a
                     // timer (see `retry_in`): queued connections raise no new edge.

@@ -1,6 +1,6 @@
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::super::{add_socket, co_io_result, IoData};
 #[cfg(feature = "io_cancel")]
@@ -13,6 +13,8 @@ use crate::yield_now::yield_with_io;
 pub struct TcpListenerAccept<'a> {
     io_data: &'a IoData,
     socket: &'a std::net::TcpListener,
+    // archzoo: the listener's count of queued connections (see `TcpListener::accept`).
+    queued: &'a AtomicUsize,
     pub(crate) is_coroutine: bool,
 }
 
@@ -21,6 +23,7 @@ impl<'a> TcpListenerAccept<'a> {
         Ok(TcpListenerAccept {
             io_data: socket.as_io_data(),
             socket: socket.inner(),
+            queued: socket.queued(),
             is_coroutine: is_coroutine(),
         })
     }
@@ -32,15 +35,27 @@ impl<'a> TcpListenerAccept<'a> {
             // clear the io_flag
             self.io_data.io_flag.store(0, Ordering::Relaxed);
 
-            match accept_registered(self.socket) {
-                Ok(accepted) => return Ok(accepted),
-                Err(e) => {
-                    // raw_os_error is faster than kind
-                    let raw_err = e.raw_os_error();
-                    if raw_err == Some(libc::EAGAIN) || raw_err == Some(libc::EWOULDBLOCK) {
-                        // do nothing here
-                    } else {
-                        return Err(e);
+            // archzoo: ask the queue after the reset; accept only if it holds one.
+            let owed = queued(self.socket).unwrap_or(UNASKED);
+            if owed != UNASKED {
+                self.queued.store(owed.saturating_sub(1), Ordering::Relaxed);
+            }
+            if owed > 0 {
+                match accept_registered(self.socket) {
+                    Ok(accepted) => return Ok(accepted),
+                    Err(e) => {
+                        // raw_os_error is faster than kind
+                        let raw_err = e.raw_os_error();
+                        if raw_err == Some(libc::EAGAIN) || raw_err == Some(libc::EWOULDBLOCK) {
+                            // do nothing here
+                            if owed != UNASKED {
+                                self.queued.store(0, Ordering::Relaxed);
+                            }
+                        } else {
+                            // The connection may still be queued (EMFILE takes none).
+                            self.queued.store(UNASKED, Ordering::Relaxed);
+                            return Err(e);
+                        }
                     }
                 }
             }
@@ -73,6 +88,39 @@ pub(crate) fn accept_registered(
         s.set_nonblocking(true)?;
         add_socket(&s).map(|io| (TcpStream::from_stream(s, io), a))
     }
+}
+
+// archzoo: `TcpListener::queued` before the accept queue was asked, and for good where the
+// kernel cannot say.
+pub(crate) const UNASKED: usize = usize::MAX;
+
+// archzoo: how many connections wait in the listener's accept queue, as the kernel counts
+// them (`TCP_INFO`: for a listening socket `tcpi_unacked` is the queue's length); `None`
+// where it does not say. See `TcpListener::accept` for why it is asked.
+#[cfg(target_os = "linux")]
+pub(crate) fn queued(listener: &std::net::TcpListener) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `tcp_info` is plain integers (all zeroes is a value); getsockopt writes at
+    // most `len` bytes into it and stores in `len` how many it wrote.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            std::ptr::addr_of_mut!(info).cast(),
+            &mut len,
+        )
+    };
+    // 10 is TCP_LISTEN in the kernel's numbering of states.
+    let whole = std::mem::offset_of!(libc::tcp_info, tcpi_unacked) + 4;
+    (rc == 0 && len as usize >= whole && info.tcpi_state == 10).then_some(info.tcpi_unacked as usize)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn queued(_listener: &std::net::TcpListener) -> Option<usize> {
+    None
 }
 
 #[cfg(target_os = "linux")]
