@@ -65,7 +65,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -284,22 +284,7 @@ async fn accept_forever(
                     // this process never forks and nothing here duplicates a connection's
                     // descriptor.
                     let stream = unsafe { Sole::new(stream) };
-                    match codec {
-                        Codec::Shared => {
-                            let tracked = conns.track(stream);
-                            tokio::spawn(async move {
-                                serve(tracked, config).await;
-                                drop(permit);
-                            })
-                        }
-                        Codec::Hyper => {
-                            let stop = stop.clone();
-                            tokio::spawn(async move {
-                                hyper_codec::serve(stream, stop, config).await;
-                                drop(permit);
-                            })
-                        }
-                    };
+                    spawn(stream, permit, codec, &stop, config, conns);
                 }
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
                 Err(e) => {
@@ -315,6 +300,34 @@ async fn accept_forever(
             ready.clear_ready();
         }
     }
+}
+
+/// One task a connection, like `go c.serve(ctx)`; it holds its `--max-conns` permit to the
+/// end.
+fn spawn(
+    stream: Sole,
+    permit: OwnedSemaphorePermit,
+    codec: Codec,
+    stop: &watch::Receiver<bool>,
+    config: &'static ConnConfig,
+    conns: &Arc<ConnRegistry>,
+) {
+    match codec {
+        Codec::Shared => {
+            let tracked = conns.track(stream);
+            tokio::spawn(async move {
+                serve(tracked, config).await;
+                drop(permit);
+            })
+        }
+        Codec::Hyper => {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                hyper_codec::serve(stream, stop, config).await;
+                drop(permit);
+            })
+        }
+    };
 }
 
 /// `accept4` on a non-blocking listener: a non-blocking, close-on-exec socket, no `ioctl`,

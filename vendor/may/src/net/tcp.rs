@@ -369,7 +369,8 @@ pub struct TcpListener {
     _io: io_impl::IoData,
     sys: net::TcpListener,
     // archzoo: the connections the accept queue still holds by the kernel's last count
-    // (see `accept`); `net_impl::UNASKED` until it was asked, and for good where it cannot say.
+    // (see `accept`); `UNASKED` until it was asked, and for good where it cannot say.
+    #[cfg(unix)]
     queued: AtomicUsize,
 }
 
@@ -383,6 +384,7 @@ impl TcpListener {
         io_impl::add_socket(&s).map(|io| TcpListener {
             _io: io,
             sys: s,
+            #[cfg(unix)]
             queued: AtomicUsize::new(net_impl::UNASKED),
         })
     }
@@ -392,7 +394,8 @@ impl TcpListener {
         &self.sys
     }
 
-    // archzoo: for `TcpListenerAccept`, which counts down the same queue.
+    // archzoo: the count `accept` and `TcpListenerAccept` take connections against.
+    #[cfg(unix)]
     #[inline]
     pub(crate) fn queued(&self) -> &AtomicUsize {
         &self.queued
@@ -433,37 +436,8 @@ impl TcpListener {
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         #[cfg(unix)]
         {
-            let mut owed = self.queued.load(Ordering::Relaxed);
-            if owed == net_impl::UNASKED {
-                self._io.reset();
-                owed = net_impl::queued(&self.sys).unwrap_or(net_impl::UNASKED);
-                if owed != net_impl::UNASKED {
-                    self.queued.store(owed, Ordering::Relaxed);
-                }
-            }
-            if owed > 0 {
-                if owed != net_impl::UNASKED {
-                    self.queued.store(owed - 1, Ordering::Relaxed);
-                }
-                // archzoo: through the one accept path (accept4, a sole descriptor).
-                match net_impl::accept_registered(&self.sys) {
-                    Ok(accepted) => return Ok(accepted),
-                    Err(e) => {
-                        // raw_os_error is faster than kind
-                        let raw_err = e.raw_os_error();
-                        if raw_err == Some(libc::EAGAIN) || raw_err == Some(libc::EWOULDBLOCK) {
-                            // do nothing here: fewer than counted (another accepter)
-                            if owed != net_impl::UNASKED {
-                                self.queued.store(0, Ordering::Relaxed);
-                            }
-                        } else {
-                            // The connection may still be queued (EMFILE takes none):
-                            // the next accept asks again rather than trust the count.
-                            self.queued.store(net_impl::UNASKED, Ordering::Relaxed);
-                            return Err(e);
-                        }
-                    }
-                }
+            if let Some(accepted) = net_impl::accept_queued(self)? {
+                return Ok(accepted);
             }
         }
 
@@ -494,7 +468,6 @@ impl TcpListener {
         Ok(TcpListener {
             _io: io_impl::IoData::new(0),
             sys: s,
-            queued: AtomicUsize::new(net_impl::UNASKED),
         })
     }
 

@@ -15,7 +15,7 @@ pub use self::socket_peek::SocketPeek;
 pub use self::socket_read::SocketRead;
 pub use self::socket_write::SocketWrite;
 pub use self::socket_write_vectored::SocketWriteVectored;
-pub(crate) use self::tcp_listener_accept::{accept_registered, queued, UNASKED};
+pub(crate) use self::tcp_listener_accept::{accept_queued, UNASKED};
 pub use self::tcp_listener_accept::TcpListenerAccept;
 pub use self::tcp_stream_connect::TcpStreamConnect;
 pub use self::udp_recv_from::UdpRecvFrom;

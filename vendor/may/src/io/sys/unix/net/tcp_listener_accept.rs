@@ -1,6 +1,6 @@
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::super::{add_socket, co_io_result, IoData};
 #[cfg(feature = "io_cancel")]
@@ -12,9 +12,8 @@ use crate::yield_now::yield_with_io;
 
 pub struct TcpListenerAccept<'a> {
     io_data: &'a IoData,
-    socket: &'a std::net::TcpListener,
-    // archzoo: the listener's count of queued connections (see `TcpListener::accept`).
-    queued: &'a AtomicUsize,
+    // archzoo: the listener itself, for its count of queued connections (`accept_queued`).
+    listener: &'a TcpListener,
     pub(crate) is_coroutine: bool,
 }
 
@@ -22,8 +21,7 @@ impl<'a> TcpListenerAccept<'a> {
     pub fn new(socket: &'a TcpListener) -> io::Result<Self> {
         Ok(TcpListenerAccept {
             io_data: socket.as_io_data(),
-            socket: socket.inner(),
-            queued: socket.queued(),
+            listener: socket,
             is_coroutine: is_coroutine(),
         })
     }
@@ -32,32 +30,10 @@ impl<'a> TcpListenerAccept<'a> {
         loop {
             co_io_result(self.is_coroutine)?;
 
-            // clear the io_flag
-            self.io_data.io_flag.store(0, Ordering::Relaxed);
-
-            // archzoo: ask the queue after the reset; accept only if it holds one.
-            let owed = queued(self.socket).unwrap_or(UNASKED);
-            if owed != UNASKED {
-                self.queued.store(owed.saturating_sub(1), Ordering::Relaxed);
-            }
-            if owed > 0 {
-                match accept_registered(self.socket) {
-                    Ok(accepted) => return Ok(accepted),
-                    Err(e) => {
-                        // raw_os_error is faster than kind
-                        let raw_err = e.raw_os_error();
-                        if raw_err == Some(libc::EAGAIN) || raw_err == Some(libc::EWOULDBLOCK) {
-                            // do nothing here
-                            if owed != UNASKED {
-                                self.queued.store(0, Ordering::Relaxed);
-                            }
-                        } else {
-                            // The connection may still be queued (EMFILE takes none).
-                            self.queued.store(UNASKED, Ordering::Relaxed);
-                            return Err(e);
-                        }
-                    }
-                }
+            // archzoo: a wake-up asks the queue again (which clears the io_flag first).
+            self.listener.queued().store(UNASKED, Ordering::Relaxed);
+            if let Some(accepted) = accept_queued(self.listener)? {
+                return Ok(accepted);
             }
 
             if self.io_data.io_flag.load(Ordering::Relaxed) != 0 {
@@ -70,12 +46,51 @@ impl<'a> TcpListenerAccept<'a> {
     }
 }
 
-// archzoo: accepts one connection, non-blocking and registered with the selector: the one
-// way in for both `TcpListener::accept`'s first try and the wait for readiness. On Linux the
-// socket is made non-blocking by `accept4` itself (SOCK_NONBLOCK), not by an
+// archzoo: one accept against the listener's count of queued connections, for both
+// `TcpListener::accept`'s first try and the wait for readiness; `Ok(None)` when none is owed
+// (the caller parks). Unasked, the io_flag is cleared and then the queue is asked: a
+// connection after the question sets the flag, which the park sees, so when the counted
+// ones are taken the coroutine parks without asking again. An accept into an empty queue is
+// what this saves (see `TcpListener::accept`). Where the kernel cannot say, the count
+// stays unasked and every call accepts until EAGAIN, as upstream.
+pub(crate) fn accept_queued(listener: &TcpListener) -> io::Result<Option<(TcpStream, SocketAddr)>> {
+    let count = listener.queued();
+    let mut owed = count.load(Ordering::Relaxed);
+    if owed == UNASKED {
+        listener.as_io_data().reset();
+        owed = queued(listener.inner()).unwrap_or(UNASKED);
+    }
+    if owed == 0 {
+        return Ok(None);
+    }
+    if owed != UNASKED {
+        count.store(owed - 1, Ordering::Relaxed);
+    }
+    match accept_registered(listener.inner()) {
+        Ok(accepted) => Ok(Some(accepted)),
+        Err(e) => {
+            // raw_os_error is faster than kind
+            let raw_err = e.raw_os_error();
+            if raw_err == Some(libc::EAGAIN) || raw_err == Some(libc::EWOULDBLOCK) {
+                // fewer than counted (another accepter took one): none owed now
+                if owed != UNASKED {
+                    count.store(0, Ordering::Relaxed);
+                }
+                Ok(None)
+            } else {
+                // the connection may still be queued (EMFILE takes none): ask again
+                count.store(UNASKED, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+}
+
+// archzoo: accepts one connection, non-blocking and registered with the selector (through
+// `accept_queued`, the one way in). On Linux the socket is made non-blocking by `accept4` itself (SOCK_NONBLOCK), not by an
 // `ioctl(FIONBIO)` after it, and is the sole descriptor of its socket (see `TcpStream`'s
 // `Drop`): one system call less a connection, and another at its close.
-pub(crate) fn accept_registered(
+fn accept_registered(
     listener: &std::net::TcpListener,
 ) -> io::Result<(TcpStream, SocketAddr)> {
     let (s, a) = accept(listener)?;
@@ -96,7 +111,8 @@ pub(crate) const UNASKED: usize = usize::MAX;
 
 // archzoo: how many connections wait in the listener's accept queue, as the kernel counts
 // them (`TCP_INFO`: for a listening socket `tcpi_unacked` is the queue's length); `None`
-// where it does not say. See `TcpListener::accept` for why it is asked.
+// where it does not say. See `TcpListener::accept` for why it is asked. (The twin of
+// archzoo's `common::listener::queued`, which depends on this crate and so cannot lend it.)
 #[cfg(target_os = "linux")]
 pub(crate) fn queued(listener: &std::net::TcpListener) -> Option<usize> {
     use std::os::fd::AsRawFd;
