@@ -92,6 +92,42 @@ pub fn wrk_keep_alive(s: &Spec) {
     assert_still_serves(&server);
 }
 
+/// A burst bigger than the Unix socket between a reactor and its worker is answered in
+/// full and in order: 32 connections pipeline 64 requests each, a quarter of them with
+/// 2 KB targets — 1 MB of request frames, several times what the link holds, so the
+/// reactor finds it full and waits for room (registered for it only then; `strace` shows
+/// the re-registrations) while the other connections' answers come back.
+pub fn a_burst_bigger_than_the_hop_is_answered_in_full(s: &Spec) {
+    const CONNS: usize = 32;
+    const DEPTH: usize = 64;
+    let server = Server::start(s, &["--workers", "1"]);
+    let pad = "p".repeat(2000);
+    let clients: Vec<_> = (0..CONNS)
+        .map(|i| {
+            let mut c = server.connect();
+            let target = if i % 4 == 0 {
+                format!("/?pad={pad}")
+            } else {
+                "/".to_string()
+            };
+            std::thread::spawn(move || {
+                let request = format!("GET {target} HTTP/1.1\r\nHost: test\r\n\r\n");
+                c.send(request.repeat(DEPTH).as_bytes());
+                for _ in 0..DEPTH {
+                    assert_hello(&c.response());
+                }
+            })
+        })
+        .collect();
+    for (i, client) in clients.into_iter().enumerate() {
+        assert!(
+            client.join().is_ok(),
+            "connection {i} was not answered in full"
+        );
+    }
+    assert_still_serves(&server);
+}
+
 /// Idle keep-alive connections cost a server only their state: after a burst of requests
 /// (the buffer pools and lazy set-up are warm), `IDLE_CONNS` connections that each made a
 /// request and then went quiet add at most the row's `idle_bytes` each to the resident

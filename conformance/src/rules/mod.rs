@@ -166,6 +166,7 @@ rules! {
     max_conns_leaves_new_connections_queued if many_conns => "one connection per worker is its model: the limit is always 1",
     accept_errors_back_off if many_conns => "one connection per worker never runs out of descriptors",
     open_file_limit_is_raised,
+    a_burst_bigger_than_the_hop_is_answered_in_full if ipc => "only a row with an IPC hop has a socket between processes for a burst to fill",
     worker_dying_mid_request_answers_502 if ipc => "the connection lives in the process that dies: nothing is left to answer with",
     worker_dying_with_many_requests_answers_each_502 if coroutine_ipc => "only a worker behind an IPC hop that runs many requests at once (reactor-workers' coroutine workers) has many to answer for",
     listening_sockets_match_the_model,

@@ -75,6 +75,12 @@ struct Link {
     frames: ipc::Frames,
     /// Listed in the reactor's `dirty`: has requests to write at the end of the pass.
     dirty: bool,
+    /// Registered for writability too: only while a write found the link full. A Unix
+    /// socket wakes a writer's epoll every time its peer takes data off it — here, every
+    /// batch a worker reads — so a link always registered for it woke the reactor once a
+    /// batch for nothing (a read into an empty link, and on one CPU a switch between the
+    /// two processes).
+    wants_write: bool,
 }
 
 /// A link handed from reactor 0 (which accepts worker connections) to its reactor.
@@ -279,15 +285,15 @@ impl Reactor {
             return;
         }
         let mut stream = UnixStream::from_std(stream);
-        let interest = Interest::READABLE | Interest::WRITABLE;
         let registry = self.core.poll.registry();
         if registry
-            .register(&mut stream, Token(LINKS + worker), interest)
+            .register(&mut stream, Token(LINKS + worker), Interest::READABLE)
             .is_err()
         {
             return;
         }
         link.stream = Some(stream);
+        link.wants_write = false;
         link.frames.clear();
         self.flush_link(worker);
     }
@@ -437,6 +443,24 @@ impl Reactor {
         if link.written == link.out.len() {
             link.out.clear();
             link.written = 0;
+        }
+        // Wait for room only while there is something left to write (see `wants_write`);
+        // re-registering reports the link at once if room came meanwhile.
+        let blocked = !link.out.is_empty();
+        if !broken && blocked != link.wants_write {
+            let interest = if blocked {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            let token = Token(LINKS + worker);
+            broken = self
+                .core
+                .poll
+                .registry()
+                .reregister(stream, token, interest)
+                .is_err();
+            link.wants_write = blocked;
         }
         if broken {
             self.on_link_lost(worker);

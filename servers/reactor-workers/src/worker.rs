@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::handler::{App, Handler, Later, Reply};
 use common::{pg, shutdown, stats, supervisor};
+use may::io::{SplitIo, SplitReader, WaitIo};
 
 use crate::ipc;
 
@@ -98,15 +99,11 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
     let open_links = Arc::new(AtomicUsize::new(links.len()));
     for link in links {
         let (in_flight, open_links) = (in_flight.clone(), open_links.clone());
-        // SAFETY: a connected Unix stream whose ownership moves to `may` here.
-        let mut reader = unsafe { may::os::unix::net::UnixStream::from_raw_fd(link.into_raw_fd()) };
-        let writer = match reader.try_clone() {
-            Ok(w) => Arc::new(may::sync::Mutex::new(w)),
-            Err(_) => {
-                open_links.fetch_sub(1, Ordering::SeqCst);
-                continue;
-            }
+        let Some((mut reader, writer)) = split(link) else {
+            open_links.fetch_sub(1, Ordering::SeqCst);
+            continue;
         };
+        let writer = Arc::new(std::sync::Mutex::new(writer));
         // SAFETY: the closure uses only may-aware I/O and may's sleep.
         let _ = unsafe {
             may::coroutine::spawn(move || {
@@ -114,10 +111,15 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
                 let mut frames = ipc::Frames::default();
                 let mut batch = Vec::new();
                 'link: loop {
-                    match reader.read(frames.spare()) {
+                    let room = frames.spare();
+                    let asked = room.len();
+                    let drained = match reader.read(room) {
                         Ok(0) | Err(_) => break, // the master closed the link
-                        Ok(n) => frames.filled(n),
-                    }
+                        Ok(n) => {
+                            frames.filled(n);
+                            n < asked
+                        }
+                    };
                     loop {
                         let (token, request) = match frames.next_frame() {
                             Ok(Some(payload)) => match ipc::decode_request(payload) {
@@ -152,17 +154,20 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
                             };
                             let mut out = Vec::new();
                             ipc::encode_response(&mut out, token, &response);
-                            if let Ok(mut link) = writer.lock() {
-                                let _ = link.write_all(&out);
-                            }
+                            send(&writer, &out);
                             in_flight.fetch_sub(1, Ordering::SeqCst);
                         });
                     }
                     if !batch.is_empty() {
-                        if let Ok(mut link) = writer.lock() {
-                            let _ = link.write_all(&batch);
-                        }
+                        send(&writer, &batch);
                         batch.clear();
+                    }
+                    if drained {
+                        // A short read emptied the link: park until the next batch's
+                        // event instead of asking again (may's read would try once more
+                        // and fail first). The read reset the event flag before it ran,
+                        // so a batch that came since has set it and this returns at once.
+                        reader.wait_io();
                     }
                 }
                 // The master closed the link: it is stopping or gone.
@@ -178,6 +183,56 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
     let deadline = Instant::now() + supervisor::GRACE;
     while in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A link's two ends in coroutine mode: may's reader, registered for input only, and a
+/// plain writer that may does not watch.
+///
+/// A Unix socket wakes every epoll entry that waits for room on it each time its peer takes
+/// data off it — here, every batch of answers the reactor reads. may registers a stream for
+/// both directions, so the worker woke once a batch for nothing (an event, a read into the
+/// empty link and, on a shared CPU, a switch between the two processes). may's `split`
+/// leaves the reader interested in input alone; the write half leaves may again
+/// (`into_raw_fd` deletes its registration while the descriptor is open — a plain drop
+/// would close it first, and a duplicate's registration outlives its close) and is written
+/// to directly.
+fn split(link: UnixStream) -> Option<(SplitReader<may::os::unix::net::UnixStream>, UnixStream)> {
+    // SAFETY: a connected Unix stream whose ownership moves to `may` here.
+    let stream = unsafe { may::os::unix::net::UnixStream::from_raw_fd(link.into_raw_fd()) };
+    let (reader, writer) = stream.split().ok()?;
+    // SAFETY: the descriptor may duplicated for the write half, now unregistered and ours.
+    let writer = unsafe { UnixStream::from_raw_fd(writer.into_inner().into_raw_fd()) };
+    Some((reader, writer))
+}
+
+/// Writes all of `bytes` to the link, waiting for room in `poll(2)` when it is full.
+///
+/// The descriptor is non-blocking (may set it so for the reader; the writer shares the open
+/// file). Waiting holds the worker's one scheduler thread — as a Swoole worker's blocking
+/// send to its reactor does — and only while the reactor, which reads every link as soon as
+/// it is readable, has not yet caught up. A link that fails is left to the reader, which
+/// sees the master go.
+fn send(writer: &std::sync::Mutex<UnixStream>, bytes: &[u8]) {
+    let Ok(mut link) = writer.lock() else {
+        return;
+    };
+    let mut done = 0;
+    while done < bytes.len() {
+        match link.write(&bytes[done..]) {
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut fd = libc::pollfd {
+                    fd: link.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut fd, 1, -1) };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
     }
 }
 
@@ -247,4 +302,34 @@ fn serve_sync(mut links: Vec<UnixStream>, handler: Handler, app: &App) -> Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write bigger than the link holds waits in `poll(2)` for the reader and delivers
+    /// every byte, in order — the descriptor is non-blocking, as may leaves it.
+    #[test]
+    fn send_waits_for_room_on_a_full_link() {
+        let (writer, mut reader) = UnixStream::pair().unwrap();
+        writer.set_nonblocking(true).unwrap();
+        reader
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        // Far more than a Unix socket's buffer (about 200 KB by default).
+        let bytes: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let read = std::thread::spawn(move || {
+            // Late, so the write finds the link full first.
+            std::thread::sleep(Duration::from_millis(100));
+            let mut got = Vec::new();
+            reader.read_to_end(&mut got).map(|_| got)
+        });
+        let link = std::sync::Mutex::new(writer);
+        send(&link, &bytes);
+        drop(link); // the reader sees the end
+        let got = read.join().unwrap().unwrap();
+        assert_eq!(got.len(), bytes.len());
+        assert!(got == bytes, "the bytes arrived changed or out of order");
+    }
 }

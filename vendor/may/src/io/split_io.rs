@@ -34,6 +34,13 @@ impl<T> SplitWriter<T> {
         SplitWriter { inner: io }
     }
 
+    // archzoo: the write half back, e.g. to leave may's event loop with `into_raw_fd`
+    // (which deletes its registration while the descriptor is still open) and write to
+    // the descriptor without waiting on may.
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
     pub fn inner(&self) -> &T {
         &self.inner
     }
