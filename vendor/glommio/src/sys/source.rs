@@ -138,6 +138,17 @@ impl InnerSource {
     pub(crate) fn update_source_type(&mut self, source_type: SourceType) -> SourceType {
         std::mem::replace(&mut self.source_type, source_type)
     }
+
+    /// archzoo patch: this source's latency statistics, if it records them (only file
+    /// reads with `record_io_latencies` do) — the one reader of its queued, submitted and
+    /// fulfilled times (`Source::result`), so the reactor stamps them only then. Upstream
+    /// stamped every source three times (each an `Instant::now()`, a `clock_gettime`) and
+    /// took one more time for every `submit_one_event` call, work or not: on a network
+    /// shard without keep-alive, about a dozen clock reads a connection that nothing
+    /// looked at. Writers and reader ask here, so they cannot drift apart.
+    pub(crate) fn latency_stat(&self) -> Option<LatencyCollectionFn> {
+        self.stats_collection.and_then(|x| x.latency)
+    }
 }
 
 impl fmt::Debug for InnerSource {
@@ -243,7 +254,7 @@ impl Source {
         }
 
         // if there is a scheduler latency collection function present, invoke it once
-        if let Some(Some(stat_fn)) = inner.stats_collection.as_ref().map(|x| x.latency) {
+        if let Some(stat_fn) = inner.latency_stat() {
             if let Some(lat) = inner.wakers.timestamps() {
                 drop(inner);
                 let pre_lat = lat.submitted_at - lat.queued_at;

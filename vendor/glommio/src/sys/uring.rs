@@ -452,24 +452,14 @@ fn transmute_error(res: io::Result<u32>) -> io::Result<usize> {
         })
 }
 
-/// archzoo patch: whether a source's queued, submitted and fulfilled times are read — only by
-/// its latency statistics (`Source::result`), which only file reads with
-/// `record_io_latencies` ask for. Upstream stamped every source three times (each an
-/// `Instant::now()`, a `clock_gettime`) and took one more time for every `submit_one_event`
-/// call, work or not: on a network shard without keep-alive, about a dozen clock reads a
-/// connection that nothing looked at.
-fn records_latency(src: &InnerSource) -> bool {
-    src.stats_collection.and_then(|x| x.latency).is_some()
-}
-
 fn record_stats<Ring: UringCommon>(
     ring: &mut Ring,
     src: &mut InnerSource,
     res: &io::Result<usize>,
 ) {
     // archzoo patch: a source stamps its times only when something reads them (see
-    // `records_latency`).
-    if records_latency(src) {
+    // `InnerSource::latency_stat`).
+    if src.latency_stat().is_some() {
         src.wakers.fulfilled_at = Some(Instant::now());
     }
     if let Some(fulfilled) = src.stats_collection.and_then(|x| x.fulfilled) {
@@ -524,7 +514,7 @@ fn extract_one_chain(
             if op.user_data > 0 {
                 let id = from_user_data(op.user_data);
                 let status = source_map.peek_source_mut(from_user_data(op.user_data), |mut x| {
-                    if records_latency(&x) {
+                    if x.latency_stat().is_some() {
                         x.wakers.submitted_at = Some(Instant::now());
                     }
                     let current = x.enqueued.as_mut().expect("bug");
@@ -2173,7 +2163,7 @@ fn queue_request_into_ring(
 ) {
     {
         let mut inner = source.inner.borrow_mut();
-        if records_latency(&inner) {
+        if inner.latency_stat().is_some() {
             inner.wakers.queued_at = Some(Instant::now());
         }
     }
