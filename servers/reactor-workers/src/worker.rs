@@ -332,4 +332,43 @@ mod tests {
         assert_eq!(got.len(), bytes.len());
         assert!(got == bytes, "the bytes arrived changed or out of order");
     }
+
+    /// Every epoll entry of this process, as (epoll descriptor, watched descriptor), from
+    /// /proc/self/fdinfo.
+    fn epoll_entries() -> Vec<(String, i32)> {
+        let mut entries = Vec::new();
+        for fd in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+            let is_epoll = std::fs::read_link(fd.path())
+                .is_ok_and(|l| l.to_string_lossy() == "anon_inode:[eventpoll]");
+            let name = fd.file_name().to_string_lossy().into_owned();
+            let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{name}")) else {
+                continue;
+            };
+            for line in info.lines().filter(|_| is_epoll) {
+                if let Some(tfd) = line.strip_prefix("tfd:") {
+                    let watched = tfd.split_whitespace().next().unwrap().parse().unwrap();
+                    entries.push((name.clone(), watched));
+                }
+            }
+        }
+        entries
+    }
+
+    /// The worker's two ends of a link: may watches the reader's descriptor for input and
+    /// nothing else; the writer's is not watched at all; and a reader dropped while the
+    /// writer lives (a parked request answering during a stop) leaves no entry behind —
+    /// the vendored may deletes a registration before it closes (upstream closed first,
+    /// and the duplicate kept the entry alive, pointing at freed event data).
+    #[test]
+    fn a_links_reader_alone_is_watched_and_leaves_no_entry_behind() {
+        let (link, _master) = UnixStream::pair().unwrap();
+        let (reader, writer) = split(link).unwrap();
+        let (read_fd, write_fd) = (reader.as_raw_fd(), writer.as_raw_fd());
+        let watched = |fd| epoll_entries().iter().filter(|e| e.1 == fd).count();
+        assert_eq!(watched(read_fd), 1, "{:?}", epoll_entries());
+        assert_eq!(watched(write_fd), 0, "{:?}", epoll_entries());
+        drop(reader);
+        assert_eq!(watched(read_fd), 0, "{:?}", epoll_entries());
+        drop(writer);
+    }
 }

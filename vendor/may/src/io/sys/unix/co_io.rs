@@ -43,8 +43,12 @@ fn set_nonblocking<T: AsRawFd>(fd: &T, nb: bool) -> io::Result<()> {
 /// this type can be used in coroutine context without blocking the thread
 #[derive(Debug)]
 pub struct CoIo<T: AsRawFd> {
-    inner: T,
+    // archzoo: `io` first, so that a drop deletes the registration while the descriptor is
+    // still open and closes it after (fields drop in declaration order). Closed first, the
+    // delete failed (`EBADF`): a duplicate kept the epoll entry alive, pointing at freed
+    // event data, and a number reused by another thread in between lost its registration.
     io: io_impl::IoData,
+    inner: T,
     #[cfg(feature = "io_timeout")]
     read_timeout: AtomicDuration,
     #[cfg(feature = "io_timeout")]
