@@ -194,8 +194,7 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
 /// both directions, so the worker woke once a batch for nothing (an event, a read into the
 /// empty link and, on a shared CPU, a switch between the two processes). may's `split`
 /// leaves the reader interested in input alone; the write half leaves may again
-/// (`into_raw_fd` deletes its registration while the descriptor is open — a plain drop
-/// would close it first, and a duplicate's registration outlives its close) and is written
+/// (`into_raw_fd` deletes its registration and keeps the descriptor open) and is written
 /// to directly.
 fn split(link: UnixStream) -> Option<(SplitReader<may::os::unix::net::UnixStream>, UnixStream)> {
     // SAFETY: a connected Unix stream whose ownership moves to `may` here.
