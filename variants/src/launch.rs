@@ -247,13 +247,60 @@ pub fn status_kib(pids: &[i32], field: &str) -> u64 {
         .sum()
 }
 
-/// A free loopback port for a server that cannot be told to pick one (a peer): bound and
-/// released, so another process could take it before the server does — then its start
-/// fails clearly and the cell says so.
+/// The lowest port [`free_port`] hands out: above the well-known and most registered
+/// services' ports.
+const PEER_PORTS_FROM: u16 = 20_000;
+
+/// The next port [`free_port`] tries, starting at a random one (so that two processes —
+/// two test binaries, a test and a `bench` — seldom walk the same numbers).
+static NEXT_PORT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A free port for a server that cannot be told to pick one (a peer): checked by a bind and
+/// released, so another process could still take it before the server does — then its
+/// start fails clearly and the cell says so.
+///
+/// Why not port 0: the kernel picks that from the ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768–60999 by default), the same range every client
+/// connection takes its local port from. Tests run side by side (and `ab` without
+/// keep-alive opens thousands of connections), so the port found free was now and then a
+/// client's local port before the peer bound it — uWSGI's "Address already in use". A
+/// port below that range is never handed to a connection; ports are handed out in turn
+/// within a process, so two peers started at once do not get the same one.
 pub fn free_port() -> std::io::Result<u16> {
+    let (below, _) = ephemeral_range();
+    if below > PEER_PORTS_FROM + 1_000 {
+        let span = u32::from(below - PEER_PORTS_FROM);
+        let _ = NEXT_PORT.compare_exchange(
+            0,
+            fastrand::u32(1..=span),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        for _ in 0..64 {
+            let n = NEXT_PORT.fetch_add(1, Ordering::SeqCst);
+            let port = PEER_PORTS_FROM + (n % span) as u16;
+            // The wildcard address conflicts with any listener on the port, whichever
+            // address it is bound to.
+            if std::net::TcpListener::bind(("0.0.0.0", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// `net.ipv4.ip_local_port_range`: the ports the kernel hands to connections and to binds
+/// on port 0 (Linux's default when /proc cannot say).
+fn ephemeral_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|n| n.parse::<u16>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32_768, 60_999))
 }
 
 impl Launch {
@@ -618,6 +665,29 @@ mod tests {
             Some("127.0.0.1:4242".parse().unwrap())
         );
         assert_eq!(listening_addr("x: error: busy"), None);
+    }
+
+    #[test]
+    fn free_ports_lie_below_the_ones_connections_take_and_are_not_handed_out_twice() {
+        let (below, _) = ephemeral_range();
+        if below <= PEER_PORTS_FROM + 1_000 {
+            // No room below the ephemeral range on this host: port 0's answer, still free.
+            let p = free_port().unwrap();
+            std::net::TcpListener::bind(("127.0.0.1", p)).unwrap();
+            return;
+        }
+        let ports: Vec<u16> = (0..8).map(|_| free_port().unwrap()).collect();
+        for &p in &ports {
+            assert!(
+                (PEER_PORTS_FROM..below).contains(&p),
+                "{p} outside {PEER_PORTS_FROM}..{below}"
+            );
+            std::net::TcpListener::bind(("127.0.0.1", p)).unwrap();
+        }
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
     }
 
     #[test]

@@ -332,21 +332,28 @@ mod tests {
         assert!(got == bytes, "the bytes arrived changed or out of order");
     }
 
-    /// Every epoll entry of this process, as (epoll descriptor, watched descriptor), from
-    /// /proc/self/fdinfo.
-    fn epoll_entries() -> Vec<(String, i32)> {
+    /// Every epoll entry of this process, as (epoll descriptor, watched descriptor, events
+    /// mask), from /proc/self/fdinfo.
+    fn epoll_entries() -> Vec<(String, i32, u32)> {
         let mut entries = Vec::new();
         for fd in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
             let is_epoll = std::fs::read_link(fd.path())
                 .is_ok_and(|l| l.to_string_lossy() == "anon_inode:[eventpoll]");
+            if !is_epoll {
+                continue;
+            }
             let name = fd.file_name().to_string_lossy().into_owned();
             let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{name}")) else {
-                continue;
+                continue; // closed since the directory was read
             };
-            for line in info.lines().filter(|_| is_epoll) {
-                if let Some(tfd) = line.strip_prefix("tfd:") {
-                    let watched = tfd.split_whitespace().next().unwrap().parse().unwrap();
-                    entries.push((name.clone(), watched));
+            // `tfd:        7 events:       19 data: ...`: the mask is hexadecimal.
+            for line in info.lines() {
+                let mut words = line.split_whitespace();
+                if words.next() == Some("tfd:") {
+                    let watched = words.next().unwrap().parse().unwrap();
+                    assert_eq!(words.next(), Some("events:"), "{line}");
+                    let events = u32::from_str_radix(words.next().unwrap(), 16).unwrap();
+                    entries.push((name.clone(), watched, events));
                 }
             }
         }
@@ -354,20 +361,44 @@ mod tests {
     }
 
     /// The worker's two ends of a link: may watches the reader's descriptor for input and
-    /// nothing else; the writer's is not watched at all; and a reader dropped while the
-    /// writer lives (a parked request answering during a stop) leaves no entry behind —
-    /// the vendored may deletes a registration before it closes (upstream closed first,
-    /// and the duplicate kept the entry alive, pointing at freed event data).
+    /// nothing else (a Unix socket wakes whoever waits for room on it each time its peer
+    /// reads, so an `EPOLLOUT` here would wake the worker for nothing); the writer's is not
+    /// watched at all; and a reader dropped while the writer lives (a parked request
+    /// answering during a stop) leaves no entry behind — the vendored may deletes a
+    /// registration before it closes (upstream closed first, and the duplicate kept the
+    /// entry alive, pointing at freed event data).
     #[test]
     fn a_links_reader_alone_is_watched_and_leaves_no_entry_behind() {
         let (link, _master) = UnixStream::pair().unwrap();
         let (reader, writer) = split(link).unwrap();
         let (read_fd, write_fd) = (reader.as_raw_fd(), writer.as_raw_fd());
-        let watched = |fd| epoll_entries().iter().filter(|e| e.1 == fd).count();
-        assert_eq!(watched(read_fd), 1, "{:?}", epoll_entries());
-        assert_eq!(watched(write_fd), 0, "{:?}", epoll_entries());
+        let entries = |fd: i32| -> Vec<u32> {
+            epoll_entries()
+                .into_iter()
+                .filter(|e| e.1 == fd)
+                .map(|e| e.2)
+                .collect()
+        };
+        let reader_masks = entries(read_fd);
+        assert_eq!(reader_masks.len(), 1, "{:?}", epoll_entries());
+        assert_ne!(
+            reader_masks[0] & libc::EPOLLIN as u32,
+            0,
+            "{reader_masks:x?}"
+        );
+        assert_eq!(
+            reader_masks[0] & libc::EPOLLOUT as u32,
+            0,
+            "{reader_masks:x?}"
+        );
+        assert_eq!(
+            entries(write_fd),
+            Vec::<u32>::new(),
+            "{:?}",
+            epoll_entries()
+        );
         drop(reader);
-        assert_eq!(watched(read_fd), 0, "{:?}", epoll_entries());
+        assert_eq!(entries(read_fd), Vec::<u32>::new(), "{:?}", epoll_entries());
         drop(writer);
     }
 }
