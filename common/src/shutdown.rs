@@ -54,6 +54,13 @@ pub fn install() {
     }
 }
 
+/// Asks this process to stop, as SIGTERM does, from its own code: a worker whose master is
+/// gone (a `reactor-workers` worker whose links all closed) stops the way a signalled one
+/// does, and whatever waits in [`StopChannel::wait`] wakes.
+pub fn request() {
+    on_stop(0);
+}
+
 /// True once this process was asked to stop.
 pub fn requested() -> bool {
     STOP.load(SeqCst)

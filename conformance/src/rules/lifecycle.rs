@@ -34,6 +34,78 @@ pub fn sigterm_exits_zero_leaving_no_process(s: &Spec) {
     idle.expect_closed();
 }
 
+/// A server with nothing to do sleeps: no thread of any of its processes wakes more than
+/// [`IDLE_WAKE_UPS`] times a second. A scheduler that polls on a short timer burns a CPU's
+/// worth of wake-ups on an idle box and hides in every light-load figure; may's default
+/// 10 ms `epoll_wait` woke each coroutine scheduler 100 times a second until the servers
+/// set it (`common::coroutine::one_scheduler_thread`), and a `reactor-workers` worker's
+/// main thread looked for a stop every 20 ms. What is allowed: the once-a-second deadline
+/// sweep, a blocking accept's one-second timeout, glommio's 100 ms preemption timer.
+/// Counted from every thread's context switches in /proc, which an idle thread makes only
+/// when it wakes.
+pub fn an_idle_server_sleeps(s: &Spec) {
+    let server = Server::start(s, &["--workers", "2"]);
+    // Every worker up and past its first request.
+    for _ in 0..4 {
+        assert_hello(&server.connect().get("/"));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = thread_switches(server.pid());
+    let window = Duration::from_secs(1);
+    std::thread::sleep(window);
+    let after = thread_switches(server.pid());
+    let busy: Vec<String> = after
+        .iter()
+        .filter_map(|(thread, (name, n))| {
+            let woke = n - before.get(thread).map_or(0, |b| b.1);
+            (woke as f64 / window.as_secs_f64() > IDLE_WAKE_UPS)
+                .then(|| format!("{name} (task {thread}): {woke} in {window:?}"))
+        })
+        .collect();
+    assert!(busy.is_empty(), "idle threads woke: {busy:?}");
+    assert!(
+        !after.is_empty(),
+        "no thread found under pid {}",
+        server.pid()
+    );
+}
+
+/// The most wake-ups a second an idle server's thread may make ([`an_idle_server_sleeps`]):
+/// twice glommio's preemption timer, a tenth of may's default.
+const IDLE_WAKE_UPS: f64 = 20.0;
+
+/// Every thread of `root` and its descendants: (name, voluntary + involuntary context
+/// switches), by thread id.
+fn thread_switches(root: i32) -> std::collections::BTreeMap<i32, (String, u64)> {
+    let mut threads = std::collections::BTreeMap::new();
+    for pid in variants::launch::tree(root) {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue; // gone since
+        };
+        for task in tasks.flatten() {
+            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+                continue;
+            };
+            let field = |label: &str| -> Option<&str> {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(label))
+                    .map(str::trim)
+            };
+            let switches: u64 = ["voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"]
+                .iter()
+                .filter_map(|l| field(l)?.parse::<u64>().ok())
+                .sum();
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            let name = field("Name:").unwrap_or("?").to_string();
+            threads.insert(tid, (name, switches));
+        }
+    }
+    threads
+}
+
 pub fn bad_flag_is_one_line_and_nonzero(s: &Spec) {
     let err = Server::try_start(s, &["--no-such-flag"])
         .err()

@@ -142,6 +142,7 @@ rules! {
     two_workers_both_serve,
     round_robin_turns_are_shared_by_reactors if round_robin_ipc => "only a row that forwards each request to the next worker in turn has a turn to share",
     sigterm_exits_zero_leaving_no_process,
+    an_idle_server_sleeps,
     sigterm_finishes_requests_in_flight,
     sigterm_under_load_drops_no_accepted_request,
     bad_flag_is_one_line_and_nonzero,

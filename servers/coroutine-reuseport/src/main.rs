@@ -118,13 +118,8 @@ fn worker(
     report: bool,
 ) -> Result<(), String> {
     shutdown::install();
-    // When the supervisor pinned this process, `may` follows the process's CPU mask;
-    // otherwise its default would pin every process's scheduler to CPU 0.
-    may::config()
-        .set_workers(1)
-        // may counts a stack in words, not bytes.
-        .set_stack_size(stack_size / std::mem::size_of::<usize>())
-        .set_worker_pin(pinned);
+    // When the supervisor pinned this process, `may` follows the process's CPU mask.
+    common::coroutine::one_scheduler_thread(stack_size, pinned);
     let std_listener = ListenOptions::new(addr)
         .backlog(backlog)
         .reuse_port(true)

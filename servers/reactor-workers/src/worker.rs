@@ -88,19 +88,20 @@ pub fn run(
 fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app: &'static App) {
     // One scheduler thread: the worker is one process with one thread of requests, as a
     // Swoole worker is. It follows the process's CPU mask (the supervisor pins it).
-    may::config()
-        .set_workers(1)
-        // may counts a stack in words, not bytes.
-        .set_stack_size(STACK_SIZE / std::mem::size_of::<usize>())
-        .set_worker_pin(false);
+    common::coroutine::one_scheduler_thread(STACK_SIZE, false);
     // Requests run on the scheduler thread: it is this worker in `--stats`.
     stats::forget_current_thread();
+    // The main thread sleeps in here until a stop, or until the last link closes.
+    let Ok(mut stop) = shutdown::StopChannel::new() else {
+        eprintln!("{}: cannot create the stop channel", crate::ARCH);
+        return;
+    };
     let in_flight = Arc::new(AtomicUsize::new(0));
     let open_links = Arc::new(AtomicUsize::new(links.len()));
     for link in links {
         let (in_flight, open_links) = (in_flight.clone(), open_links.clone());
         let Some((mut reader, writer)) = split(link) else {
-            open_links.fetch_sub(1, Ordering::SeqCst);
+            link_closed(&open_links);
             continue;
         };
         let writer = Arc::new(std::sync::Mutex::new(writer));
@@ -171,18 +172,24 @@ fn serve_coroutines(index: usize, links: Vec<UnixStream>, handler: Handler, app:
                     }
                 }
                 // The master closed the link: it is stopping or gone.
-                open_links.fetch_sub(1, Ordering::SeqCst);
+                link_closed(&open_links);
             })
         };
     }
     supervisor::ready();
-    while !shutdown::requested() && open_links.load(Ordering::SeqCst) > 0 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    stop.wait(None, || {});
     // Requests still running finish (the supervisor's grace bounds this).
     let deadline = Instant::now() + supervisor::GRACE;
     while in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// One link fewer; the last one closed means the master is stopping or gone, and the
+/// worker stops as if signalled (the main thread, blocked in its stop channel, wakes).
+fn link_closed(open_links: &AtomicUsize) {
+    if open_links.fetch_sub(1, Ordering::SeqCst) == 1 {
+        shutdown::request();
     }
 }
 
