@@ -460,23 +460,17 @@ impl Acceptor {
             return;
         }
         self.backoff.clear();
-        let Some(mut left) = self
-            .listener
-            .as_ref()
-            .map(|l| listener::queued(l).unwrap_or(usize::MAX))
-        else {
+        let Some(socket) = self.listener.as_ref() else {
             return;
         };
+        let mut left = listener::queued(socket).unwrap_or(usize::MAX);
         while left > 0 {
             left -= 1;
-            let Some(listener) = self.listener.as_ref() else {
-                return;
-            };
             if table.len() >= config.max_conns {
                 self.pause(registry);
                 return;
             }
-            match listener.accept() {
+            match socket.accept() {
                 Ok((stream, _)) => {
                     let _ = table.insert(registry, stream, Conn::open(config));
                 }
