@@ -18,7 +18,8 @@ const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// worker, one thread of requests): `stack` bytes a coroutine, the thread pinned to the
 /// process's first CPU or not (`pin`: when the supervisor pinned the process — may's
 /// default would otherwise pin every process's scheduler to CPU 0), and a scheduler that
-/// sleeps while idle ([`IDLE_WAIT`]). Call before the first coroutine starts.
+/// sleeps while idle (it waits up to a second for I/O). Call before the first coroutine
+/// starts.
 pub fn one_scheduler_thread(stack: usize, pin: bool) {
     let config = may::config();
     config

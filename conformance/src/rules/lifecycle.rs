@@ -35,7 +35,7 @@ pub fn sigterm_exits_zero_leaving_no_process(s: &Spec) {
 }
 
 /// A server with nothing to do sleeps: no thread of any of its processes wakes more than
-/// [`IDLE_WAKE_UPS`] times a second. A scheduler that polls on a short timer burns a CPU's
+/// `IDLE_WAKE_UPS` (20) times a second. A scheduler that polls on a short timer burns a CPU's
 /// worth of wake-ups on an idle box and hides in every light-load figure; may's default
 /// 10 ms `epoll_wait` woke each coroutine scheduler 100 times a second until the servers
 /// set it (`common::coroutine::one_scheduler_thread`), and a `reactor-workers` worker's
