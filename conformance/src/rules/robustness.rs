@@ -40,6 +40,28 @@ pub fn slow_head_gets_408_after_header_timeout(s: &Spec) {
     assert_still_serves(&server);
 }
 
+/// A slow POST (a head that promises a body, then part of it and silence) gets a 408 and
+/// the close after `--header-timeout`, as a slow head does, on every row — hyper included,
+/// whose adapter times the body because hyper does not — and the server keeps serving. A
+/// body may take as long as it likes in all, as nginx's `client_body_timeout` allows, as
+/// long as no gap between its parts is longer than the timeout.
+pub fn slow_body_gets_408_after_header_timeout(s: &Spec) {
+    let server = Server::start(s, &["--header-timeout", "1", "--keepalive-timeout", "10"]);
+    let mut c = server.connect();
+    let started = std::time::Instant::now();
+    c.send(b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n0123456789");
+    let r = c.response();
+    assert_eq!(r.status, 408, "{r:?}");
+    assert_eq!(r.header("Connection"), Some("close"), "{r:?}");
+    c.expect_closed();
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    assert_still_serves(&server);
+}
+
 /// An idle keep-alive connection is closed after `--keepalive-timeout`, silently.
 pub fn keepalive_timeout_closes_an_idle_connection(s: &Spec) {
     // hyper applies its head timeout to idle connections too.

@@ -10,8 +10,10 @@
 //! `date` and `content-length`, and a version other than 1.0/1.1 is a 400.
 //!
 //! Timeouts: hyper's own `header_read_timeout` (a close without 408, idle connections
-//! included), and [`WriteDeadline`] around the socket, since hyper has no write timeout and
-//! a client that stops reading must not hold its connection forever.
+//! included); `--header-timeout` between the parts of a body, read here (a 408, as the
+//! shared codec answers), since hyper has no body timeout; and [`WriteDeadline`] around the
+//! socket, since hyper has no write timeout and a client that stops reading must not hold
+//! its connection forever.
 
 use std::convert::Infallible;
 
@@ -21,7 +23,7 @@ use common::handler::Later;
 use common::response::Response as Reply;
 use common::stats;
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body, Bytes, Incoming};
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, SERVER};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -116,8 +118,18 @@ async fn handle(
     // their own first — one allocation a request fewer than copying them out before.
     let (head, mut body) = req.into_parts();
     // Read and discard the body, bounded, before answering — as the shared codec does.
+    // hyper reads a body only as it is asked for it and has no timeout of its own there: a
+    // client that sent its head and then trickles its body, or stops (a slow POST), would
+    // hold the connection for good. As in the shared codec, each part of the body must come
+    // within `--header-timeout` of the one before, or the answer is a 408 and the close. A
+    // request without a body (every GET) arms no timer.
     let mut total = 0u64;
-    while let Some(frame) = body.frame().await {
+    while !body.is_end_stream() {
+        let frame = match tokio::time::timeout(config.timeouts.header, body.frame()).await {
+            Err(_elapsed) => return Ok(reject(408, "the request was not received in time")),
+            Ok(None) => break,
+            Ok(Some(frame)) => frame,
+        };
         match frame {
             Ok(frame) => {
                 total += frame.data_ref().map_or(0, |d| d.len() as u64);
