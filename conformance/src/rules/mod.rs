@@ -133,6 +133,7 @@ rules! {
     client_vanishing_mid_request_is_harmless,
     malformed_corpus_is_refused,
     slow_head_gets_408_after_header_timeout,
+    trickled_head_gets_408_after_header_timeout,
     slow_body_gets_408_after_header_timeout,
     a_client_that_never_reads_is_dropped,
     stalled_readers_do_not_starve_others if many_conns => "one connection per worker: a newcomer waits by design (the slowloris rule covers it)",

@@ -40,6 +40,57 @@ pub fn slow_head_gets_408_after_header_timeout(s: &Spec) {
     assert_still_serves(&server);
 }
 
+/// Slowloris proper: a head that never ends, a field every 200 ms, so that no read ever
+/// waits long. The head must be complete within `--header-timeout` of its start however
+/// its bytes trickle in: a 408 and the close (hyper: the close), and the server keeps
+/// serving. A server that only looks at the deadline when a read times out never ends it.
+pub fn trickled_head_gets_408_after_header_timeout(s: &Spec) {
+    use std::io::{Read, Write};
+    let server = Server::start(s, &["--header-timeout", "1", "--keepalive-timeout", "10"]);
+    let mut c = std::net::TcpStream::connect(server.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut closed = false;
+    // Bounded: 30 rounds of at most 200 ms, far past the deadline and the sweep.
+    for _ in 0..30 {
+        if c.write_all(b"X-Slow: 1\r\n").is_err() {
+            closed = true; // reset after the server closed
+            break;
+        }
+        let mut chunk = [0u8; 1024];
+        match c.read(&mut chunk) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    let took = started.elapsed();
+    let got = String::from_utf8_lossy(&got);
+    assert!(closed, "still open after {took:?}; got {got:?}");
+    if !s.hyper {
+        assert!(got.starts_with("HTTP/1.1 408 "), "{got:?}");
+    }
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    assert_still_serves(&server);
+}
+
 /// A slow POST (a head that promises a body, then part of it and silence) gets a 408 and
 /// the close after `--header-timeout`, as a slow head does, on every row — hyper included,
 /// whose adapter times the body because hyper does not — and the server keeps serving. A

@@ -231,6 +231,14 @@ fn serve(mut stream: TcpStream, config: &ConnConfig) {
                 }
                 match read {
                     Ok(0) => return,
+                    // A request under way must be in by its deadline however its bytes
+                    // trickle in (slowloris proper: a field every few hundred ms never
+                    // lets the receive timeout fire). Bytes after the deadline are late:
+                    // 408. A request that comes in one read is not under way before it and
+                    // reads no clock.
+                    Ok(_) if conn.mid_request() && conn.expired(Instant::now()) => {
+                        conn.expire();
+                    }
                     Ok(n) => conn.filled(n),
                     // The listener's receive timeout is inherited by accepted sockets:
                     // a waiting connection wakes once a second, which costs nothing and
