@@ -32,11 +32,7 @@ pub fn slow_head_gets_408_after_header_timeout(s: &Spec) {
         assert_eq!(r.header("Connection"), Some("close"));
         c.expect_closed();
     }
-    let took = started.elapsed();
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
-        "{took:?}"
-    );
+    ended_after_about_a_second(started.elapsed());
     assert_still_serves(&server);
 }
 
@@ -84,10 +80,7 @@ pub fn trickled_head_gets_408_after_header_timeout(s: &Spec) {
     if !s.hyper {
         assert!(got.starts_with("HTTP/1.1 408 "), "{got:?}");
     }
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
-        "{took:?}"
-    );
+    ended_after_about_a_second(took);
     assert_still_serves(&server);
 }
 
@@ -105,11 +98,7 @@ pub fn slow_body_gets_408_after_header_timeout(s: &Spec) {
     assert_eq!(r.status, 408, "{r:?}");
     assert_eq!(r.header("Connection"), Some("close"), "{r:?}");
     c.expect_closed();
-    let took = started.elapsed();
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
-        "{took:?}"
-    );
+    ended_after_about_a_second(started.elapsed());
     assert_still_serves(&server);
 }
 
@@ -121,11 +110,7 @@ pub fn keepalive_timeout_closes_an_idle_connection(s: &Spec) {
     assert_hello(&c.get("/"));
     let started = std::time::Instant::now();
     c.expect_closed();
-    let took = started.elapsed();
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
-        "{took:?}"
-    );
+    ended_after_about_a_second(started.elapsed());
 }
 
 /// A client that pipelines requests and never reads the answers cannot hold the server:
@@ -185,4 +170,13 @@ pub fn stalled_readers_do_not_starve_others(s: &Spec) {
     assert_still_serves(&server);
     drop(stalled);
     assert_still_serves(&server);
+}
+
+/// A one-second timeout ended the connection in about a second: not before it, and not
+/// much after (a once-a-second sweep adds up to one more, a busy host a little).
+fn ended_after_about_a_second(took: Duration) {
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
 }
