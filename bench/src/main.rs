@@ -171,9 +171,10 @@ struct Args {
     /// variant, check every one is still answered, and report memory per connection.
     #[arg(long)]
     idle_conns: Option<usize>,
-    /// Instead of the load matrix: an attack on each variant (slowloris: slowhttptest -H)
-    /// while a probe checks that normal clients are still served.
-    #[arg(long, value_parser = ["slowloris"])]
+    /// Instead of the load matrix: an attack on each variant (slowloris: slowhttptest -H,
+    /// heads that never end; slowbody: slowhttptest -B, POST bodies that never end) while a
+    /// probe checks that normal clients are still served.
+    #[arg(long, value_parser = ["slowloris", "slowbody"])]
     attack: Option<String>,
     /// Slow connections for --attack.
     #[arg(long, default_value_t = 256)]
@@ -582,12 +583,15 @@ fn main() {
         );
         return;
     }
-    if args.attack.is_some() {
+    if let Some(attack) = args.attack.as_deref() {
+        let attack = modes::attack::Attack::parse(attack)
+            .unwrap_or_else(|| fail(format!("unknown --attack {attack}")));
         if clients::on_path("slowhttptest").is_none() {
             fail("--attack needs slowhttptest (scripts/bench installs it)");
         }
         let seconds = if args.quick { 6 } else { 15 };
-        let rows = modes::attack::slowloris(
+        let rows = modes::attack::run(
+            attack,
             &plan.bin_dir,
             &variants,
             plan.workers,
@@ -599,7 +603,11 @@ fn main() {
         );
         println!("{}", write::attack::table(&rows));
         let mut meta = meta(&args, &plan, &peers);
-        meta["client"] = "slowhttptest -H, and a probe every 250 ms".into();
+        meta["client"] = format!(
+            "slowhttptest {}, and a probe every 250 ms",
+            attack.slowhttptest_args().join(" ")
+        )
+        .into();
         write_results(
             &args.out.join(timestamp()),
             &Results {

@@ -944,10 +944,21 @@ fn idle_mode_holds_connections_and_reports_memory() {
 
 #[test]
 fn slowloris_attack_leaves_an_event_loop_serving() {
-    let out = Out::new("attack");
+    attack_leaves_an_event_loop_serving("slowloris", "-H");
+}
+
+#[test]
+fn slow_post_attack_leaves_an_event_loop_serving() {
+    attack_leaves_an_event_loop_serving("slowbody", "-B");
+}
+
+/// `--attack NAME` on prefork-eventloop with 64 slow connections: every probe answered,
+/// the row and the page say which attack (`flag`: slowhttptest's mode) it was.
+fn attack_leaves_an_event_loop_serving(name: &str, flag: &str) {
+    let out = Out::new(&format!("attack-{name}"));
     let stdout = bench(&[
         "--attack",
-        "slowloris",
+        name,
         "--quick",
         "--attack-conns",
         "64",
@@ -958,8 +969,9 @@ fn slowloris_attack_leaves_an_event_loop_serving() {
     ]);
     let row = row(&stdout, "prefork-eventloop");
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(cells[3], name, "{row}");
     // "N of N": every probe answered while 64 slow connections were open.
-    let probes: Vec<&str> = cells[5].split(" of ").collect();
+    let probes: Vec<&str> = cells[6].split(" of ").collect();
     assert!(
         probes.len() == 2 && probes[0] == probes[1] && probes[0] != "0",
         "{row}"
@@ -969,6 +981,14 @@ fn slowloris_attack_leaves_an_event_loop_serving() {
     let attacked = &results.attack[0];
     assert_eq!(attacked.probes_answered, attacked.probes, "{attacked:?}");
     assert_eq!(attacked.connections, 64);
+    assert_eq!(attacked.attack, name);
+    assert!(
+        results.meta["client"]
+            .as_str()
+            .is_some_and(|c| c.starts_with(&format!("slowhttptest {flag}"))),
+        "{:?}",
+        results.meta
+    );
     let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(page.contains("id=\"attack\""), "no attack section");
     assert!(

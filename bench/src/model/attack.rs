@@ -1,4 +1,4 @@
-//! `--attack slowloris`: one server's row — whether normal clients got through while slow
+//! `--attack slowloris|slowbody`: one server's row — whether normal clients got through while slow
 //! ones held its connections (measured by `modes::attack`).
 
 use serde::{Deserialize, Serialize};
@@ -9,6 +9,10 @@ use variants::Variant;
 pub struct Row {
     pub variant: String,
     pub model: String,
+    /// Which slow clients: `slowloris` (heads) or `slowbody` (POST bodies); empty in
+    /// results written before there were two.
+    #[serde(default)]
+    pub attack: String,
     pub workers: usize,
     /// Why there are no figures: the server or slowhttptest did not start.
     #[serde(default)]
@@ -31,10 +35,11 @@ pub struct Row {
 
 impl Row {
     /// A row without figures, and why.
-    pub fn missing(v: &Variant, workers: usize, why: String) -> Row {
+    pub fn missing(v: &Variant, attack: &str, workers: usize, why: String) -> Row {
         Row {
             variant: v.name.to_string(),
             model: v.model.to_string(),
+            attack: attack.to_string(),
             workers,
             missing: Some(why),
             ..Row::default()

@@ -1,11 +1,18 @@
-//! `bench --attack slowloris`: slow clients against each server, and whether a normal client
-//! is still served meanwhile.
+//! `bench --attack slowloris|slowbody`: slow clients against each server, and whether a
+//! normal client is still served meanwhile.
 //!
 //! `slowhttptest -H` (Slowloris) opens many connections and sends a request head a few
-//! bytes at a time, never finishing it. A server that gives a whole worker to each
-//! connection starves until its header timeout frees them; an event-driven server holds the
-//! slow connections at little cost and keeps answering. While the attack runs, a probe
-//! makes a fresh request every 250 ms and counts how many are answered within 2 s.
+//! bytes at a time, never finishing it; `slowhttptest -B` (slow POST, R-U-D-Y) sends a whole
+//! head that promises a body and then the body a few bytes at a time. A server that gives a
+//! whole worker to each connection starves until its timeout frees them; an event-driven
+//! server holds the slow connections at little cost and keeps answering. While the attack
+//! runs, a probe makes a fresh request every 250 ms and counts how many are answered within
+//! 2 s.
+//!
+//! Both send their next bytes every 2 s, inside `--header-timeout` (10 s): the head's
+//! deadline runs from its start, so Slowloris connections end at 10 s and are opened anew;
+//! a body's runs from its last bytes (as nginx's `client_body_timeout`), so slow POST
+//! connections live as long as the attack does.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -56,9 +63,48 @@ fn verdict(output: &str) -> String {
         .map_or_else(|| "?".into(), |v| v.trim().to_string())
 }
 
+/// The slow clients `--attack` sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attack {
+    /// `slowhttptest -H`: heads that never end.
+    Slowloris,
+    /// `slowhttptest -B`: POST bodies that never end.
+    SlowBody,
+}
+
+impl Attack {
+    /// The name `--attack` takes and the rows carry.
+    pub fn parse(name: &str) -> Option<Attack> {
+        match name {
+            "slowloris" => Some(Attack::Slowloris),
+            "slowbody" => Some(Attack::SlowBody),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Attack::Slowloris => "slowloris",
+            Attack::SlowBody => "slowbody",
+        }
+    }
+
+    /// slowhttptest's arguments for this attack: its mode, and for a body the verb (our
+    /// servers answer an unknown one at once with a 501) and a Content-Length of 8 KiB —
+    /// minutes at slowhttptest's pace (a pair of at most 32 random characters each every
+    /// 2 s), longer than an attack runs.
+    pub fn slowhttptest_args(self) -> &'static [&'static str] {
+        match self {
+            Attack::Slowloris => &["-H"],
+            Attack::SlowBody => &["-B", "-t", "POST", "-s", "8192"],
+        }
+    }
+}
+
 /// Runs the attack on every variant.
 #[allow(clippy::too_many_arguments)]
-pub fn slowloris(
+pub fn run(
+    attack: Attack,
     bin_dir: &Path,
     variants: &[Variant],
     workers: usize,
@@ -74,13 +120,19 @@ pub fn slowloris(
         let server = match server::start(bin_dir, v, workers, server_cpus, &extra) {
             Ok(s) => s,
             Err(e) => {
-                rows.push(Row::missing(v, workers, format!("FAILED: {e}")));
+                rows.push(Row::missing(
+                    v,
+                    attack.name(),
+                    workers,
+                    format!("FAILED: {e}"),
+                ));
                 continue;
             }
         };
         let url = format!("http://{}/", server.addr);
         let mut cmd = Command::new("slowhttptest");
-        cmd.args(["-H", "-i", "2", "-p", "2"])
+        cmd.args(attack.slowhttptest_args())
+            .args(["-i", "2", "-p", "2"])
             .args([
                 "-c",
                 &connections.to_string(),
@@ -96,6 +148,7 @@ pub fn slowloris(
             Err(e) => {
                 rows.push(Row::missing(
                     v,
+                    attack.name(),
                     workers,
                     format!("cannot run slowhttptest: {e}"),
                 ));
@@ -124,6 +177,7 @@ pub fn slowloris(
         rows.push(Row {
             variant: v.name.to_string(),
             model: v.model.to_string(),
+            attack: attack.name().to_string(),
             workers,
             missing: None,
             connections,
@@ -138,6 +192,17 @@ pub fn slowloris(
 
 #[cfg(test)]
 mod tests {
+    use super::Attack;
+
+    #[test]
+    fn attacks_are_named_as_the_flag_takes_them() {
+        for a in [Attack::Slowloris, Attack::SlowBody] {
+            assert_eq!(Attack::parse(a.name()), Some(a));
+        }
+        assert_eq!(Attack::parse("slowread"), None);
+        assert_eq!(Attack::SlowBody.slowhttptest_args()[0], "-B");
+    }
+
     #[test]
     fn verdict_is_the_last_one_without_colours() {
         let out = "\u{1b}[1;32mservice available:\u{1b}[1;32m   \u{1b}[1;32mYES\u{1b}[0m\n\

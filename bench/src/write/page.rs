@@ -1,7 +1,7 @@
 //! `report.html`: one self-contained page per run — the set-up, the matrix table (sortable,
 //! each verdict in colour and in words), the charts with how to read them, and whatever
 //! else the run produced (latency curves and capacity, flame graphs, the fidelity table;
-//! the idle-connection or Slowloris table of a run that measured those instead).
+//! the idle-connection or slow-client table of a run that measured those instead).
 //!
 //! Written at the end of every run beside results.json, and again from a results.json by
 //! `bench --report DIR`, so that an old run gets the current page. The page is an askama
@@ -293,7 +293,7 @@ pub fn write(dir: &Path, results: &Results) -> Result<std::path::PathBuf, String
     if !results.attack.is_empty() {
         own_table(
             "attack",
-            "Slow clients (Slowloris)",
+            "Slow clients (Slowloris, slow POST)",
             attack::READING,
             attack::table(&results.attack),
         );
@@ -526,8 +526,12 @@ fn summary(results: &Results) -> String {
         );
     }
     if !results.attack.is_empty() {
+        let kind = match results.attack[0].attack.as_str() {
+            "slowbody" => "Slow POST (slowhttptest -B)",
+            _ => "Slowloris (slowhttptest -H)",
+        };
         return format!(
-            "Slowloris (slowhttptest -H) · {}",
+            "{kind} · {}",
             names(results.attack.iter().map(|r| &r.variant).collect())
         );
     }
