@@ -72,7 +72,8 @@ enum Hit {
 }
 
 impl Watch {
-    /// Starts watching the server of `targets` from `began` (when the load began),
+    /// Starts watching the server of `targets` from `began` (when its client was spawned; the
+    /// faults and the seconds then go by the client's own clock, see [`client_clock`]),
     /// injecting `faults` at their times.
     pub fn start(targets: Targets, faults: Vec<Fault>, began: Instant) -> Watch {
         let stop = Arc::new(AtomicBool::new(false));
@@ -90,10 +91,12 @@ impl Watch {
 
 fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &AtomicBool) -> Watched {
     let _ = variants::launch::set_affinity(0, &targets.watch_cpus);
+    let began = client_clock(targets.client, began, stop);
     faults.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
     let mut pending = faults.into_iter().peekable();
     let mut hits: Vec<(Fault, Hit)> = Vec::new();
-    let mut resume: Vec<(Duration, i32)> = Vec::new();
+    // Whom to continue, and when.
+    let mut resume: Vec<(Instant, i32)> = Vec::new();
     let mut samples = Vec::new();
     let server_cpu = || procfs::cpu_by_pid(&procfs::tree(targets.root));
     let client_cpu = || procfs::cpu_by_pid(&[targets.client]);
@@ -104,7 +107,7 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
     while !stop.load(Ordering::SeqCst) {
         let now = began.elapsed();
         resume.retain(|&(until, pid)| {
-            if now < until {
+            if Instant::now() < until {
                 return true;
             }
             // SAFETY: continues a process this thread stopped.
@@ -112,7 +115,7 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
             false
         });
         while let Some(fault) = pending.next_if(|f| f.at_s <= now.as_secs_f64()) {
-            let hit = inject(targets, &fault, now, &mut resume);
+            let hit = inject(targets, &fault, &mut resume);
             hits.push((fault, hit));
         }
         if now >= Duration::from_secs(u64::from(next_sample)) {
@@ -198,6 +201,23 @@ fn descriptors(pid: i32) -> (u64, u32) {
     (all, sockets)
 }
 
+/// When the client's clock started, which its records' times count from. oha takes its
+/// `Instant` once its runtime is up, just before its first connection — on a loaded host
+/// 100–200 ms after it was spawned (seen in CI: a stop injected at 5 s by the spawn's
+/// clock fell at 4.85 s of the records', and its first 150 ms, the longest waits, outside
+/// the 5 s window after the fault). The faults and the seconds go by the client's clock:
+/// from the first socket it holds, looked for every millisecond for up to 5 s; else
+/// (the client died, or never connected) from `spawned`.
+fn client_clock(client: i32, spawned: Instant, stop: &AtomicBool) -> Instant {
+    while spawned.elapsed() < Duration::from_secs(5) && !stop.load(Ordering::SeqCst) {
+        if descriptors(client).1 > 0 {
+            return Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    spawned
+}
+
 /// The worker a fault hits: of the server's processes that have no child (a worker, not
 /// its master or manager), the one holding the most sockets; `None` for a one-process
 /// server.
@@ -219,17 +239,15 @@ fn busiest_worker(root: i32) -> Option<(i32, u32)> {
 }
 
 /// Injects `fault` now, saying what it hit.
-fn inject(
-    targets: &Targets,
-    fault: &Fault,
-    now: Duration,
-    resume: &mut Vec<(Duration, i32)>,
-) -> Hit {
+fn inject(targets: &Targets, fault: &Fault, resume: &mut Vec<(Instant, i32)>) -> Hit {
     let root = targets.root;
-    let stop_for = |pid: i32, ms: u64, resume: &mut Vec<(Duration, i32)>| {
+    let stop_for = |pid: i32, ms: u64, resume: &mut Vec<(Instant, i32)>| {
         // SAFETY: stops a process of the server this soak started.
         unsafe { libc::kill(pid, libc::SIGSTOP) };
-        resume.push((now + Duration::from_millis(ms), pid));
+        // From the stop itself, not from when this pass of the loop began: on a busy host
+        // this thread may have waited between the two, and the stop would be that much
+        // shorter than asked.
+        resume.push((Instant::now() + Duration::from_millis(ms), pid));
     };
     match fault.kind {
         FaultKind::KillWorker => match busiest_worker(root) {
