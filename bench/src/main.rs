@@ -174,8 +174,8 @@ struct Args {
     /// Instead of the load matrix: an attack on each variant (slowloris: slowhttptest -H,
     /// heads that never end; slowbody: slowhttptest -B, POST bodies that never end) while a
     /// probe checks that normal clients are still served.
-    #[arg(long, value_parser = ["slowloris", "slowbody"])]
-    attack: Option<String>,
+    #[arg(long, value_enum)]
+    attack: Option<modes::attack::Attack>,
     /// Slow connections for --attack.
     #[arg(long, default_value_t = 256)]
     attack_conns: usize,
@@ -583,9 +583,7 @@ fn main() {
         );
         return;
     }
-    if let Some(attack) = args.attack.as_deref() {
-        let attack = modes::attack::Attack::parse(attack)
-            .unwrap_or_else(|| fail(format!("unknown --attack {attack}")));
+    if let Some(attack) = args.attack {
         if clients::on_path("slowhttptest").is_none() {
             fail("--attack needs slowhttptest (scripts/bench installs it)");
         }

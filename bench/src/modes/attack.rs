@@ -63,30 +63,22 @@ fn verdict(output: &str) -> String {
         .map_or_else(|| "?".into(), |v| v.trim().to_string())
 }
 
-/// The slow clients `--attack` sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The slow clients `--attack` sends; clap takes them by the names the rows carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Attack {
     /// `slowhttptest -H`: heads that never end.
     Slowloris,
     /// `slowhttptest -B`: POST bodies that never end.
+    #[value(name = "slowbody")]
     SlowBody,
 }
 
 impl Attack {
-    /// The name `--attack` takes and the rows carry.
-    pub fn parse(name: &str) -> Option<Attack> {
-        match name {
-            "slowloris" => Some(Attack::Slowloris),
-            "slowbody" => Some(Attack::SlowBody),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Attack::Slowloris => "slowloris",
-            Attack::SlowBody => "slowbody",
-        }
+    /// The name `--attack` takes and the rows carry (clap's, so it is written once).
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
     }
 
     /// slowhttptest's arguments for this attack: its mode, and for a body the verb (our
@@ -122,7 +114,7 @@ pub fn run(
             Err(e) => {
                 rows.push(Row::missing(
                     v,
-                    attack.name(),
+                    &attack.name(),
                     workers,
                     format!("FAILED: {e}"),
                 ));
@@ -148,7 +140,7 @@ pub fn run(
             Err(e) => {
                 rows.push(Row::missing(
                     v,
-                    attack.name(),
+                    &attack.name(),
                     workers,
                     format!("cannot run slowhttptest: {e}"),
                 ));
@@ -177,7 +169,7 @@ pub fn run(
         rows.push(Row {
             variant: v.name.to_string(),
             model: v.model.to_string(),
-            attack: attack.name().to_string(),
+            attack: attack.name(),
             workers,
             missing: None,
             connections,
@@ -196,10 +188,12 @@ mod tests {
 
     #[test]
     fn attacks_are_named_as_the_flag_takes_them() {
+        use clap::ValueEnum;
         for a in [Attack::Slowloris, Attack::SlowBody] {
-            assert_eq!(Attack::parse(a.name()), Some(a));
+            assert_eq!(Attack::from_str(&a.name(), false), Ok(a));
         }
-        assert_eq!(Attack::parse("slowread"), None);
+        assert_eq!(Attack::SlowBody.name(), "slowbody");
+        assert!(Attack::from_str("slowread", false).is_err());
         assert_eq!(Attack::SlowBody.slowhttptest_args()[0], "-B");
     }
 
