@@ -227,6 +227,46 @@ pub fn tree(root: i32) -> Vec<i32> {
     found
 }
 
+/// One thread of a process and how often it has left its CPU so far, from
+/// `/proc/PID/task/TID/status`: what a harness sums (a server's switches a request) and a
+/// rule reads thread by thread (an idle thread that keeps waking).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thread {
+    pub tid: i32,
+    pub name: String,
+    /// Blocked: waited for something (a read, a lock, a timer).
+    pub voluntary_switches: u64,
+    /// Preempted: its time slice ran out or something more urgent ran.
+    pub involuntary_switches: u64,
+}
+
+/// Every thread of `pid`; none if it is gone, and without one that ended while read.
+pub fn threads(pid: i32) -> Vec<Thread> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| {
+            let tid = task.file_name().to_str()?.parse().ok()?;
+            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+            let field = |label: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(label))
+                    .map(str::trim)
+            };
+            let count = |label: &str| field(label).and_then(|v| v.parse().ok()).unwrap_or(0);
+            Some(Thread {
+                tid,
+                name: field("Name:").unwrap_or("?").to_string(),
+                voluntary_switches: count("voluntary_ctxt_switches:"),
+                involuntary_switches: count("nonvoluntary_ctxt_switches:"),
+            })
+        })
+        .collect()
+}
+
 /// True while `pid` runs (a zombie, dead and not yet reaped, does not count).
 pub fn running(pid: i32) -> bool {
     stat_fields(Path::new(&format!("/proc/{pid}")))
@@ -688,6 +728,35 @@ mod tests {
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+    }
+
+    /// A named thread that sleeps ten times is seen by its name, with at least ten
+    /// voluntary switches, among this process's threads.
+    #[test]
+    fn a_thread_that_sleeps_is_seen_leaving_its_cpu() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::Builder::new()
+            .name("sleeper".into())
+            .spawn(move || {
+                for _ in 0..10 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                tx.send(()).unwrap();
+                let _ = done_rx.recv();
+            })
+            .unwrap();
+        rx.recv().unwrap();
+        let seen = threads(std::process::id() as i32);
+        let _ = done_tx.send(());
+        sleeper.join().unwrap();
+        let sleeper = seen
+            .iter()
+            .find(|t| t.name == "sleeper")
+            .unwrap_or_else(|| panic!("{seen:?}"));
+        assert!(sleeper.voluntary_switches >= 10, "{sleeper:?}");
+        assert!(seen.iter().any(|t| t.tid == std::process::id() as i32));
+        assert!(threads(-1).is_empty());
     }
 
     #[test]

@@ -56,21 +56,9 @@ pub fn usage(pids: &[i32]) -> Usage {
     let mut total = Usage::default();
     for &pid in pids {
         total.cpu_secs += cpu_of(Path::new(&format!("/proc/{pid}")), ticks).unwrap_or(0.0);
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let Ok(status) = fs::read_to_string(task.path().join("status")) else {
-                continue;
-            };
-            for line in status.lines() {
-                let value = |l: &str| l.split_whitespace().nth(1)?.parse::<u64>().ok();
-                if line.starts_with("voluntary_ctxt_switches") {
-                    total.voluntary_switches += value(line).unwrap_or(0);
-                } else if line.starts_with("nonvoluntary_ctxt_switches") {
-                    total.involuntary_switches += value(line).unwrap_or(0);
-                }
-            }
+        for thread in launch::threads(pid) {
+            total.voluntary_switches += thread.voluntary_switches;
+            total.involuntary_switches += thread.involuntary_switches;
         }
     }
     total

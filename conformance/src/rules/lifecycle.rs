@@ -77,33 +77,14 @@ const IDLE_WAKE_UPS: f64 = 20.0;
 /// Every thread of `root` and its descendants: (name, voluntary + involuntary context
 /// switches), by thread id.
 fn thread_switches(root: i32) -> std::collections::BTreeMap<i32, (String, u64)> {
-    let mut threads = std::collections::BTreeMap::new();
-    for pid in variants::launch::tree(root) {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue; // gone since
-        };
-        for task in tasks.flatten() {
-            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
-                continue;
-            };
-            let field = |label: &str| -> Option<&str> {
-                status
-                    .lines()
-                    .find_map(|l| l.strip_prefix(label))
-                    .map(str::trim)
-            };
-            let switches: u64 = ["voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"]
-                .iter()
-                .filter_map(|l| field(l)?.parse::<u64>().ok())
-                .sum();
-            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
-                continue;
-            };
-            let name = field("Name:").unwrap_or("?").to_string();
-            threads.insert(tid, (name, switches));
-        }
-    }
-    threads
+    variants::launch::tree(root)
+        .into_iter()
+        .flat_map(variants::launch::threads)
+        .map(|t| {
+            let switches = t.voluntary_switches + t.involuntary_switches;
+            (t.tid, (t.name, switches))
+        })
+        .collect()
 }
 
 pub fn bad_flag_is_one_line_and_nonzero(s: &Spec) {
