@@ -73,7 +73,7 @@ enum Hit {
 
 impl Watch {
     /// Starts watching the server of `targets` from `began` (when its client was spawned; the
-    /// faults and the seconds then go by the client's own clock, see [`client_clock`]),
+    /// faults and the seconds then go by the client's own clock, from its first socket),
     /// injecting `faults` at their times.
     pub fn start(targets: Targets, faults: Vec<Fault>, began: Instant) -> Watch {
         let stop = Arc::new(AtomicBool::new(false));
