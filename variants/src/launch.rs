@@ -4,8 +4,10 @@
 //! (`ARCH: listening on http://ADDR/ — DETAILS`), with its stderr collected line by line.
 //!
 //! Every group started here is registered until it is reaped: dropping a [`Server`] kills
-//! its group, and [`kill_all`] (which [`install_interrupt_handler`] runs on Ctrl-C) kills
-//! whatever is left — a failing test or an interrupted benchmark leaves no process behind.
+//! its group, [`kill_all`] (which [`install_interrupt_handler`] runs on Ctrl-C or SIGTERM,
+//! installed by the first start) kills whatever is left, and a process killed outright
+//! takes what it started with it (PR_SET_PDEATHSIG) — a failing test, an interrupted
+//! benchmark or a killed test binary leaves no server behind.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
@@ -73,15 +75,26 @@ extern "C" fn on_interrupt(signal: libc::c_int) {
     unsafe { libc::_exit(128 + signal) };
 }
 
-/// Ctrl-C or SIGTERM: stop every server and client started here, then exit.
+/// Ctrl-C or SIGTERM: stop every server and client started here, then exit. A signal
+/// whose handler someone else set is left to it. Done on the first start too (a test
+/// binary has no `main` to call it: killed by `timeout`, which signals its whole process
+/// group, it used to leave its servers running).
 pub fn install_interrupt_handler() {
-    // SAFETY: the handler only calls async-signal-safe functions.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_interrupt as *const () as usize;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
-        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is valid; the handler only calls async-signal-safe
+        // functions; both pointers are valid or null.
+        unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(signal, std::ptr::null(), &mut current);
+            let ours = on_interrupt as *const () as usize;
+            if current.sa_sigaction != libc::SIG_DFL && current.sa_sigaction != ours {
+                continue;
+            }
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ours;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
     }
 }
 
@@ -105,12 +118,28 @@ pub fn set_affinity(tid: i32, cpus: &[usize]) -> std::io::Result<()> {
 /// Sets `cmd` to start in its own process group, pinned to `cpus` (all CPUs when empty),
 /// with the open-file limit `max_files` (soft, hard) if given.
 fn prepare(cmd: &mut Command, cpus: &[usize], max_files: Option<(u64, u64)>) {
+    static HANDLER: std::sync::Once = std::sync::Once::new();
+    HANDLER.call_once(install_interrupt_handler);
     let cpus = cpus.to_vec();
+    let parent = std::process::id() as libc::pid_t;
     cmd.process_group(0);
-    // SAFETY: only sched_setaffinity and setrlimit, async-signal-safe, run between fork
-    // and exec.
+    // SAFETY: only prctl, getppid, sched_setaffinity and setrlimit, async-signal-safe, run
+    // between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            // Killed with the thread that started it, which a process killed outright
+            // (SIGKILL, a crash) takes with it: no handler runs then, and a server would
+            // outlive its test. Its workers die with it (the supervisor's own
+            // PR_SET_PDEATHSIG); a peer's shell dies, what it started may not. Every start
+            // here is made by a thread that outlives what it started (a test's, bench's
+            // main), which that signal requires.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                // The parent died before the prctl: nobody left to stop this one.
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
             if !cpus.is_empty() {
                 set_affinity(0, &cpus)?;
             }
@@ -759,37 +788,115 @@ mod tests {
         assert!(threads(-1).is_empty());
     }
 
-    #[test]
-    fn a_peer_is_ready_when_its_port_accepts_and_stops_with_its_group() {
+    /// A free loopback address and a command line that listens there for a minute: a
+    /// stand-in for a peer.
+    fn python_listener() -> (SocketAddr, String) {
         let port = free_port().unwrap();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        // A shell that starts a listener as its child, as peers/run does.
-        let cmd = format!(
-            "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",{port})); s.listen(); time.sleep(60)' & wait"
+        let listener = format!(
+            "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",{port})); s.listen(); time.sleep(60)'"
         );
-        let server = Launch::shell(&cmd).start_at(addr).unwrap();
-        let pgid = server.pid();
-        server.stop(Duration::from_secs(2));
-        // No live (non-zombie) process is left in its group; zombies wait for whoever
-        // reaps orphans here, which may take a moment.
+        (SocketAddr::from(([127, 0, 0, 1], port)), listener)
+    }
+
+    /// Whether no live process is left in group `pgid` within 5 s; zombies (dead, waiting
+    /// for whoever reaps orphans here) do not count.
+    fn group_ends(pgid: i32) -> bool {
         let live = || {
-            std::fs::read_dir("/proc")
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-                .filter_map(|stat| {
-                    let rest = stat.rfind(')').map(|i| stat[i + 2..].to_string())?;
-                    let f: Vec<&str> = rest.split_whitespace().collect();
-                    (f.get(2)?.parse::<i32>().ok()? == pgid && f[0] != "Z").then_some(())
+            processes()
+                .filter(|(_, f)| {
+                    f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid)
+                        && f.first().is_some_and(|state| state != "Z")
                 })
                 .count()
         };
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(5);
         while live() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert_eq!(live(), 0, "the group outlived stop");
+        live() == 0
+    }
+
+    /// The child of [`a_test_binary_stopped_by_sigterm_stops_its_servers`]: starts a peer
+    /// as peers/run does (a shell and its child) and waits to be killed.
+    #[test]
+    #[ignore = "the child of a_test_binary_stopped_by_sigterm_stops_its_servers, run by it"]
+    fn start_a_peer_and_wait() {
+        let (addr, listener) = python_listener();
+        let server = Launch::shell(&format!("{listener} & wait"))
+            .start_at(addr)
+            .unwrap();
+        println!("group {}", server.pid());
+        std::thread::sleep(Duration::from_secs(30));
+    }
+
+    /// A test binary has no `main` to install the interrupt handler: the first start does.
+    /// `timeout` signals its whole process group, the test binary with it; the peer's
+    /// shell would die with its parent anyway, but not what the shell started.
+    #[test]
+    fn a_test_binary_stopped_by_sigterm_stops_its_servers() {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "launch::tests::start_a_peer_and_wait"])
+            .args(["--ignored", "--nocapture", "--test-threads=1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let pgid = stdout
+            .lines()
+            .map_while(Result::ok)
+            // After libtest's "test NAME ... " on the same line.
+            .find_map(|l| l.split("group ").nth(1)?.trim().parse::<i32>().ok());
+        // SAFETY: signals the test binary this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        let pgid = pgid.expect("the child started its peer");
+        let ended = group_ends(pgid);
+        // SAFETY: whatever is left of the group this test caused to be started.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        assert!(ended, "group {pgid} outlived its test binary");
+        assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
+    }
+
+    /// A process that starts a server and is then killed outright runs no handler and
+    /// drops nothing: the server goes with the thread that started it (here one that ends
+    /// having forgotten its `Server`, as a killed process would).
+    #[test]
+    fn a_server_dies_with_the_thread_that_started_it() {
+        let (addr, listener) = python_listener();
+        let cmd = format!("exec {listener}");
+        let pid = std::thread::spawn(move || {
+            let server = Launch::shell(&cmd).start_at(addr).unwrap();
+            let pid = server.pid();
+            std::mem::forget(server);
+            pid
+        })
+        .join()
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let gone = !running(pid);
+        forget(pid);
+        // SAFETY: reaps the child this test started (a zombie by now, or killed here).
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        assert!(gone, "pid {pid} outlived the thread that started it");
+    }
+
+    #[test]
+    fn a_peer_is_ready_when_its_port_accepts_and_stops_with_its_group() {
+        let (addr, listener) = python_listener();
+        // A shell that starts a listener as its child, as peers/run does.
+        let cmd = format!("{listener} & wait");
+        let server = Launch::shell(&cmd).start_at(addr).unwrap();
+        let pgid = server.pid();
+        server.stop(Duration::from_secs(2));
+        assert!(group_ends(pgid), "the group outlived stop");
         let err = Launch::shell("exit 3").start_at(addr).err().unwrap();
         assert!(err.contains("exited before listening"), "{err}");
     }
