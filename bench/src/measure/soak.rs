@@ -98,11 +98,7 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
     // Whom to continue, and when.
     let mut resume: Vec<(Instant, i32)> = Vec::new();
     let mut samples = Vec::new();
-    let server_cpu = || procfs::cpu_by_pid(&procfs::tree(targets.root));
-    let client_cpu = || procfs::cpu_by_pid(&[targets.client]);
-    let (mut server_was, mut client_was) = (server_cpu(), client_cpu());
-    let [mut host] = procfs::cpu_times([&targets.server_cpus]);
-    let mut host_at = Instant::now();
+    let mut sampler = Sampler::start(targets);
     let mut next_sample = 1u32;
     while !stop.load(Ordering::SeqCst) {
         let now = began.elapsed();
@@ -119,27 +115,16 @@ fn watch(targets: &Targets, mut faults: Vec<Fault>, began: Instant, stop: &Atomi
             hits.push((fault, hit));
         }
         if now >= Duration::from_secs(u64::from(next_sample)) {
-            let (server_now, client_now) = (server_cpu(), client_cpu());
-            let spent = procfs::cpu_spent(&server_was, &server_now);
-            let client_spent = procfs::cpu_spent(&client_was, &client_now);
-            (server_was, client_was) = (server_now, client_now);
-            let [host_now] = procfs::cpu_times([&targets.server_cpus]);
-            let span = host_at.elapsed().as_secs_f64() * targets.server_cpus.len().max(1) as f64;
-            let stolen = host_now.since(&host).steal_secs;
-            (host, host_at) = (host_now, Instant::now());
-            let mut sample = sample(targets.root);
-            sample.at_s = next_sample - 1;
-            sample.cpu_pct = 100.0 * spent;
-            sample.client_cpu_pct = 100.0 * client_spent;
-            sample.steal_pct = if span > 0.0 {
-                100.0 * stolen / span
-            } else {
-                0.0
-            };
-            samples.push(sample);
+            samples.push(sampler.take(targets, next_sample - 1));
             next_sample += 1;
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // The client stops at its last second by its own clock, which this one follows by the
+    // moments it took to open its first socket: the last second may have ended before
+    // this thread looked. It is sampled now (the server still runs) rather than missed.
+    if began.elapsed().as_secs_f64() >= f64::from(next_sample) - 0.5 {
+        samples.push(sampler.take(targets, next_sample - 1));
     }
     for (_, pid) in resume {
         // SAFETY: continues a process this thread stopped.
@@ -199,6 +184,50 @@ fn descriptors(pid: i32) -> (u64, u32) {
         }
     }
     (all, sockets)
+}
+
+/// What a sample's CPU figures count from: the previous sample's readings.
+struct Sampler {
+    server_was: Vec<(i32, f64)>,
+    client_was: Vec<(i32, f64)>,
+    host: procfs::CpuTimes,
+    host_at: Instant,
+}
+
+impl Sampler {
+    fn start(targets: &Targets) -> Sampler {
+        let [host] = procfs::cpu_times([&targets.server_cpus]);
+        Sampler {
+            server_was: procfs::cpu_by_pid(&procfs::tree(targets.root)),
+            client_was: procfs::cpu_by_pid(&[targets.client]),
+            host,
+            host_at: Instant::now(),
+        }
+    }
+
+    /// The server now, and the CPU it, the client and the host spent since the last one:
+    /// the sample of second `at_s`.
+    fn take(&mut self, targets: &Targets, at_s: u32) -> Sample {
+        let server_now = procfs::cpu_by_pid(&procfs::tree(targets.root));
+        let client_now = procfs::cpu_by_pid(&[targets.client]);
+        let spent = procfs::cpu_spent(&self.server_was, &server_now);
+        let client_spent = procfs::cpu_spent(&self.client_was, &client_now);
+        (self.server_was, self.client_was) = (server_now, client_now);
+        let [host_now] = procfs::cpu_times([&targets.server_cpus]);
+        let span = self.host_at.elapsed().as_secs_f64() * targets.server_cpus.len().max(1) as f64;
+        let stolen = host_now.since(&self.host).steal_secs;
+        (self.host, self.host_at) = (host_now, Instant::now());
+        let mut sample = sample(targets.root);
+        sample.at_s = at_s;
+        sample.cpu_pct = 100.0 * spent;
+        sample.client_cpu_pct = 100.0 * client_spent;
+        sample.steal_pct = if span > 0.0 {
+            100.0 * stolen / span
+        } else {
+            0.0
+        };
+        sample
+    }
 }
 
 /// When the client's clock started, which its records' times count from. oha takes its
