@@ -1331,6 +1331,9 @@ impl LocalExecutor {
                 return false;
             } else {
                 ran = true;
+                // archzoo patch: a task ran, so the shard is not idle (see the reactor's
+                // `ran_since_sleep`: an idle one sleeps without its preemption timer).
+                self.reactor.sys.note_tasks_ran();
             }
         }
         ran

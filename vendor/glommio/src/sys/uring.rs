@@ -1266,6 +1266,10 @@ pub(crate) struct Reactor {
     latency_preemption_timeout_src: Cell<Option<Source>>,
     /// archzoo patch: when the armed latency preemption timer fires (None: not ours).
     latency_preemption_deadline: Cell<Option<Instant>>,
+    /// archzoo patch: whether the executor ran a task since the shard last slept. A sleep
+    /// that keeps its preemption timer is woken by it; if no task ran after that wake, the
+    /// shard is idle and the next sleep goes without the timer.
+    ran_since_sleep: Cell<bool>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
     link_fd: RawFd,
@@ -1446,6 +1450,7 @@ impl Reactor {
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
             latency_preemption_deadline: Cell::new(None),
+            ran_since_sleep: Cell::new(true),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
             link_fd,
@@ -1855,6 +1860,11 @@ impl Reactor {
         Ok(())
     }
 
+    /// archzoo patch: the executor ran at least one task (see `ran_since_sleep`).
+    pub(crate) fn note_tasks_ran(&self) {
+        self.ran_since_sleep.set(true);
+    }
+
     pub(crate) fn rush_dispatch(&self, src: &Source, woke: &mut usize) -> io::Result<()> {
         let ring = &mut *self.ring_for_source(src);
         if ring.may_rush() {
@@ -1944,8 +1954,11 @@ impl Reactor {
         // cancelled its preemption timer before each sleep and armed a new one after it:
         // two submissions and two `io_uring_enter`s a sleep, more than a connection's own
         // receive. Kept, a timer that fires during the sleep wakes the shard once for
-        // nothing (at most once a slice, then it sleeps without one) — and a timer armed
-        // for a user timer is only kept as a preemption timer while it ends within a slice.
+        // nothing — and a timer armed for a user timer is only kept as a preemption timer
+        // while it ends within a slice. Only once: the executor arms a new preemption timer
+        // on every pass, so an idle shard kept it through every sleep and woke each slice
+        // (10 times a second) for good; a sleep after a pass that ran no task (the shard is
+        // idle) cancels it and sleeps until real work or a user timer.
         let now = Instant::now();
         let deadline = self.latency_preemption_deadline.get();
         let armed = self
@@ -1959,7 +1972,8 @@ impl Reactor {
                 Some(src)
             }
             (Some(src), None)
-                if deadline.is_some_and(|d| user_timer.is_none_or(|dur| d <= now + dur)) =>
+                if self.ran_since_sleep.get()
+                    && deadline.is_some_and(|d| user_timer.is_none_or(|dur| d <= now + dur)) =>
             {
                 Some(src)
             }
@@ -2026,6 +2040,7 @@ impl Reactor {
             membarrier::heavy();
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
+                self.ran_since_sleep.set(false);
                 if self.eventfd_src.is_installed().unwrap() {
                     self.link_rings_and_sleep(&mut main_ring)
                         .expect("some error");
