@@ -175,7 +175,7 @@ struct Args {
     /// heads that never end; slowbody: slowhttptest -B, POST bodies that never end) while a
     /// probe checks that normal clients are still served.
     #[arg(long, value_enum)]
-    attack: Option<modes::attack::Attack>,
+    attack: Option<bench::model::attack::Attack>,
     /// Slow connections for --attack.
     #[arg(long, default_value_t = 256)]
     attack_conns: usize,

@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::measure::server;
-use crate::model::attack::Row;
+use crate::model::attack::{Attack, Row};
 use variants::launch;
 use variants::Variant;
 
@@ -63,36 +63,6 @@ fn verdict(output: &str) -> String {
         .map_or_else(|| "?".into(), |v| v.trim().to_string())
 }
 
-/// The slow clients `--attack` sends; clap takes them by the names the rows carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Attack {
-    /// `slowhttptest -H`: heads that never end.
-    Slowloris,
-    /// `slowhttptest -B`: POST bodies that never end.
-    #[value(name = "slowbody")]
-    SlowBody,
-}
-
-impl Attack {
-    /// The name `--attack` takes and the rows carry (clap's, so it is written once).
-    pub fn name(self) -> String {
-        use clap::ValueEnum;
-        self.to_possible_value()
-            .map_or_else(String::new, |v| v.get_name().to_string())
-    }
-
-    /// slowhttptest's arguments for this attack: its mode, and for a body the verb (our
-    /// servers answer an unknown one at once with a 501) and a Content-Length of 8 KiB —
-    /// minutes at slowhttptest's pace (a pair of at most 32 random characters each every
-    /// 2 s), longer than an attack runs.
-    pub fn slowhttptest_args(self) -> &'static [&'static str] {
-        match self {
-            Attack::Slowloris => &["-H"],
-            Attack::SlowBody => &["-B", "-t", "POST", "-s", "8192"],
-        }
-    }
-}
-
 /// Runs the attack on every variant.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
@@ -112,12 +82,7 @@ pub fn run(
         let server = match server::start(bin_dir, v, workers, server_cpus, &extra) {
             Ok(s) => s,
             Err(e) => {
-                rows.push(Row::missing(
-                    v,
-                    &attack.name(),
-                    workers,
-                    format!("FAILED: {e}"),
-                ));
+                rows.push(Row::missing(v, attack, workers, format!("FAILED: {e}")));
                 continue;
             }
         };
@@ -140,7 +105,7 @@ pub fn run(
             Err(e) => {
                 rows.push(Row::missing(
                     v,
-                    &attack.name(),
+                    attack,
                     workers,
                     format!("cannot run slowhttptest: {e}"),
                 ));
@@ -184,19 +149,6 @@ pub fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::Attack;
-
-    #[test]
-    fn attacks_are_named_as_the_flag_takes_them() {
-        use clap::ValueEnum;
-        for a in [Attack::Slowloris, Attack::SlowBody] {
-            assert_eq!(Attack::from_str(&a.name(), false), Ok(a));
-        }
-        assert_eq!(Attack::SlowBody.name(), "slowbody");
-        assert!(Attack::from_str("slowread", false).is_err());
-        assert_eq!(Attack::SlowBody.slowhttptest_args()[0], "-B");
-    }
-
     #[test]
     fn verdict_is_the_last_one_without_colours() {
         let out = "\u{1b}[1;32mservice available:\u{1b}[1;32m   \u{1b}[1;32mYES\u{1b}[0m\n\

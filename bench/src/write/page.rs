@@ -17,6 +17,7 @@ use askama::Template;
 use super::chart::{self, Colours};
 use super::table::{self, Entry, Figures};
 use super::{attack, fidelity, idle, link, post, profile, slo, soak};
+use crate::model::attack::Attack;
 use crate::model::cell::{first_seen, Cell, Verdict};
 use crate::model::Results;
 
@@ -526,12 +527,9 @@ fn summary(results: &Results) -> String {
         );
     }
     if !results.attack.is_empty() {
-        let kind = match results.attack[0].attack.as_str() {
-            "slowbody" => "Slow POST (slowhttptest -B)",
-            _ => "Slowloris (slowhttptest -H)",
-        };
         return format!(
-            "{kind} · {}",
+            "{} · {}",
+            Attack::of_row(&results.attack[0].attack).title(),
             names(results.attack.iter().map(|r| &r.variant).collect())
         );
     }
