@@ -7,7 +7,9 @@
 //! its group, [`kill_all`] (which [`install_interrupt_handler`] runs on Ctrl-C or SIGTERM,
 //! installed by the first start) kills whatever is left, and a process killed outright
 //! takes what it started with it (PR_SET_PDEATHSIG) — a failing test, an interrupted
-//! benchmark or a killed test binary leaves no server behind.
+//! benchmark or a killed test binary leaves no server behind. A peer's main process adopts
+//! what its command line orphans (a daemonized back end: counted and stopped with it), and
+//! a peer that daemonizes itself is an error that says so, its daemon stopped.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
@@ -116,8 +118,9 @@ pub fn set_affinity(tid: i32, cpus: &[usize]) -> std::io::Result<()> {
 }
 
 /// Sets `cmd` to start in its own process group, pinned to `cpus` (all CPUs when empty),
-/// with the open-file limit `max_files` (soft, hard) if given.
-fn prepare(cmd: &mut Command, cpus: &[usize], max_files: Option<(u64, u64)>) {
+/// with the open-file limit `max_files` (soft, hard) if given; adopting what it orphans if
+/// `adopt` (a peer's command line, which may start a daemon).
+fn prepare(cmd: &mut Command, cpus: &[usize], max_files: Option<(u64, u64)>, adopt: bool) {
     static HANDLER: std::sync::Once = std::sync::Once::new();
     HANDLER.call_once(install_interrupt_handler);
     let cpus = cpus.to_vec();
@@ -139,6 +142,13 @@ fn prepare(cmd: &mut Command, cpus: &[usize], max_files: Option<(u64, u64)>) {
             if libc::getppid() != parent {
                 // The parent died before the prctl: nobody left to stop this one.
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            // What a peer starts and orphans (a back end that daemonizes: `php-fpm -D`
+            // behind a front server in the foreground) is adopted by its main process, not
+            // by init: still in its [`tree`], so its CPU is counted and a stop reaches it
+            // although it left the group. Kept across the exec.
+            if adopt && libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) != 0 {
+                return Err(std::io::Error::last_os_error());
             }
             if !cpus.is_empty() {
                 set_affinity(0, &cpus)?;
@@ -173,7 +183,7 @@ pub fn read_stdout(child: &mut Child) -> std::thread::JoinHandle<String> {
 /// Spawns `cmd` (a load generator, an attacker) pinned to `cpus`, in its own registered
 /// process group.
 pub fn spawn_pinned(mut cmd: Command, cpus: &[usize]) -> std::io::Result<Child> {
-    prepare(&mut cmd, cpus, None);
+    prepare(&mut cmd, cpus, None, false);
     let child = cmd.spawn()?;
     remember(child.id() as i32);
     Ok(child)
@@ -213,6 +223,8 @@ pub struct Launch {
     cmd: Command,
     cpus: Vec<usize>,
     max_files: Option<(u64, u64)>,
+    /// A peer's command line: its main process adopts what it orphans (see [`prepare`]).
+    adopt: bool,
 }
 
 /// The fields of `dir/stat` (`/proc/PID` or `/proc/PID/task/TID`) after the command name,
@@ -221,6 +233,103 @@ pub fn stat_fields(dir: &Path) -> Option<Vec<String>> {
     let text = std::fs::read_to_string(dir.join("stat")).ok()?;
     let after = text.get(text.rfind(')')? + 2..)?;
     Some(after.split_whitespace().map(str::to_string).collect())
+}
+
+/// Where a process's start time (in clock ticks since boot) is among [`stat_fields`].
+const STARTTIME: usize = 19;
+
+/// Sends `signal` to each process that still has the start time it was listed with.
+fn signal_all(processes: &[(i32, String)], signal: libc::c_int) {
+    for (pid, started) in processes {
+        let same = stat_fields(Path::new(&format!("/proc/{pid}")))
+            .is_some_and(|f| f.get(STARTTIME) == Some(started));
+        if same {
+            // SAFETY: kill has no memory-safety preconditions; the pid is the process
+            // listed (same start time).
+            unsafe { libc::kill(*pid, signal) };
+        }
+    }
+}
+
+/// The processes with a socket listening on `port` (any address) in this network
+/// namespace, from /proc/net/tcp{,6} and every process's descriptors.
+pub fn listening_on(port: u16) -> Vec<i32> {
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|text| {
+            text.lines()
+                .skip(1)
+                .filter_map(|line| {
+                    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+                    let f: Vec<&str> = line.split_whitespace().collect();
+                    let local_port = f.get(1)?.rsplit(':').next()?;
+                    let inode = f.get(9)?;
+                    let listening = *f.get(3)? == "0A";
+                    (listening && u16::from_str_radix(local_port, 16).ok()? == port)
+                        .then(|| format!("socket:[{inode}]"))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    processes()
+        .map(|(pid, _)| pid)
+        .filter(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .any(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+        })
+        .collect()
+}
+
+/// After a peer's main process exited before `addr` accepted: whether it daemonized — a
+/// process outside its group now listens there (the port was free at the start). Such a
+/// peer cannot be measured (its processes are nobody's descendants here) nor stopped by
+/// its group, so it is stopped now, with every process of its own group and tree, and
+/// the error says how to run it instead. Waits up to a second for the daemon to bind.
+fn daemon_on(addr: SocketAddr) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let pids = loop {
+        let pids = listening_on(addr.port());
+        if !pids.is_empty() || Instant::now() >= deadline {
+            break pids;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let first = *pids.first()?;
+    let name = std::fs::read_to_string(format!("/proc/{first}/comm"))
+        .map(|n| n.trim().to_string())
+        .unwrap_or_default();
+    // SAFETY: getpgrp has no preconditions.
+    let ours = unsafe { libc::getpgrp() };
+    let mut stopped = Vec::new();
+    for pid in pids {
+        let group = stat_fields(Path::new(&format!("/proc/{pid}")))
+            .and_then(|f| f.get(2)?.parse::<i32>().ok())
+            .filter(|&g| g > 1 && g != ours);
+        if let Some(group) = group {
+            // SAFETY: the group the daemon made for itself (setsid), not ours or init's.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
+        for p in tree(pid) {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+            stopped.push(p);
+        }
+    }
+    stopped.sort_unstable();
+    stopped.dedup();
+    Some(format!(
+        "daemonized: its first process exited and pid {first} ({name}) listens on {addr}, \
+         outside what was started — run it in the foreground (nginx: daemon off; php-fpm: -F; \
+         Workerman: without -d; Swoole: daemonize => false); stopped pids {stopped:?}"
+    ))
 }
 
 /// The pids in /proc, each with its stat fields.
@@ -389,7 +498,9 @@ impl Launch {
     pub fn shell(command: &str) -> Launch {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", command]);
-        Launch::from_command(cmd)
+        let mut launch = Launch::from_command(cmd);
+        launch.adopt = true;
+        launch
     }
 
     /// No input, no output; stderr collected (the start-up line, `--stats`, errors).
@@ -401,6 +512,7 @@ impl Launch {
             cmd,
             cpus: Vec::new(),
             max_files: None,
+            adopt: false,
         }
     }
 
@@ -421,6 +533,7 @@ impl Launch {
         let mut launch = Launch::from_command(cmd);
         launch.cpus = self.cpus;
         launch.max_files = self.max_files;
+        launch.adopt = self.adopt;
         launch
     }
 
@@ -467,6 +580,9 @@ impl Launch {
                 return Ok(server);
             }
             if !server.alive() {
+                if let Some(daemon) = daemon_on(addr) {
+                    return Err(daemon);
+                }
                 server.await_eof();
                 return Err(format!(
                     "exited before listening on {addr}: {}",
@@ -512,7 +628,7 @@ impl Launch {
     /// the receiver gets the address of an archzoo start-up line.
     fn spawn_reading(mut self) -> Result<(Server, mpsc::Receiver<SocketAddr>), String> {
         let command = command_line(&self.cmd);
-        prepare(&mut self.cmd, &self.cpus, self.max_files);
+        prepare(&mut self.cmd, &self.cpus, self.max_files, self.adopt);
         let mut child = self.cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
         remember(child.id() as i32);
         let lines = Arc::new(Mutex::new(Vec::new()));
@@ -675,10 +791,30 @@ impl Server {
     /// Stops the server with SIGTERM (SIGKILL to the whole group after `grace`) and returns
     /// its `--stats` lines.
     pub fn stop(mut self, grace: Duration) -> Vec<serde_json::Value> {
+        // Taken first: once the main process exits, what it adopted goes to init.
+        let strays = self.strays();
+        signal_all(&strays, libc::SIGTERM);
         let _ = self.signal_and_wait(libc::SIGTERM, grace);
+        signal_all(&strays, libc::SIGKILL);
         self.kill_group();
         self.await_eof();
         self.stats_lines()
+    }
+
+    /// The server's processes outside its group (a daemon it started, adopted by its main
+    /// process), each with its start time, so that a later signal cannot reach a process
+    /// that took a freed pid.
+    fn strays(&self) -> Vec<(i32, String)> {
+        let pgid = self.pid();
+        tree(pgid)
+            .into_iter()
+            .filter_map(|pid| {
+                let f = stat_fields(Path::new(&format!("/proc/{pid}")))?;
+                let group = f.get(2)?.parse::<i32>().ok()?;
+                let started = f.get(STARTTIME)?.clone();
+                (group != pgid).then_some((pid, started))
+            })
+            .collect()
     }
 
     fn await_eof(&self) {
@@ -690,8 +826,10 @@ impl Server {
 
     fn kill_group(&mut self) {
         let pid = self.pid();
+        let strays = self.strays();
         // SAFETY: kills the server's own process group (created with process_group(0)).
         unsafe { libc::kill(-pid, libc::SIGKILL) };
+        signal_all(&strays, libc::SIGKILL);
         let _ = self.child.kill();
         let _ = self.child.wait();
         forget(pid);
@@ -899,6 +1037,55 @@ mod tests {
         assert!(group_ends(pgid), "the group outlived stop");
         let err = Launch::shell("exit 3").start_at(addr).err().unwrap();
         assert!(err.contains("exited before listening"), "{err}");
+    }
+
+    /// Whether nothing listens on `port` within 5 s.
+    fn port_closes(port: u16) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !listening_on(port).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        listening_on(port).is_empty()
+    }
+
+    /// A back end that daemonizes (double fork, its own session) behind a main process
+    /// that stays: adopted by the main process, so it is part of the server's tree (its
+    /// CPU counted) and a stop ends it although its group is not the server's.
+    #[test]
+    fn a_daemon_the_server_started_is_in_its_tree_and_stops_with_it() {
+        let (addr, listener) = python_listener();
+        let cmd = format!("(setsid {listener} >/dev/null 2>&1 &); exec sleep 60");
+        let server = Launch::shell(&cmd).start_at(addr).unwrap();
+        let daemon = listening_on(addr.port());
+        let in_tree = daemon.iter().all(|p| tree(server.pid()).contains(p));
+        server.stop(Duration::from_secs(2));
+        let closed = port_closes(addr.port());
+        for p in &daemon {
+            // SAFETY: the listener this test caused to be started, if it is still there.
+            unsafe { libc::kill(*p, libc::SIGKILL) };
+        }
+        assert_eq!(daemon.len(), 1, "one process listens on {addr}");
+        assert!(in_tree, "the daemon {daemon:?} is not in the server's tree");
+        assert!(closed, "the daemon {daemon:?} outlived stop");
+    }
+
+    /// A peer whose main process exits while a daemon it started listens: an error that
+    /// says so, and the daemon stopped.
+    #[test]
+    fn a_peer_that_daemonizes_is_an_error_and_is_stopped() {
+        let (addr, listener) = python_listener();
+        let cmd = format!("setsid {listener} >/dev/null 2>&1 &");
+        let err = Launch::shell(&cmd).start_at(addr).err().unwrap();
+        let closed = port_closes(addr.port());
+        for p in listening_on(addr.port()) {
+            // SAFETY: the listener this test caused to be started, if it is still there.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        assert!(
+            err.contains("daemonized") && err.contains("python3"),
+            "{err}"
+        );
+        assert!(closed, "the daemon outlived the failed start");
     }
 
     #[test]
