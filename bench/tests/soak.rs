@@ -130,7 +130,8 @@ fn a_one_process_row_is_stopped_instead_and_catches_up() {
     // Stopped, nothing was lost: every request waited and was answered, a second late.
     assert_eq!(row.errors, 0, "{row:?}");
     assert_eq!(f.lost, 0, "{f:?}");
-    assert!(f.p99_after_ms.unwrap() >= 900.0, "{f:?}");
+    // Less what the client's own lateness hid: a starved oha stamps requests due late.
+    assert!(f.p99_after_ms.unwrap() + f.client_lag_ms >= 900.0, "{f:?}");
     // A one-process server counts every answer it gave.
     assert_eq!(row.server_requests, Some(row.answered), "{row:?}");
 }

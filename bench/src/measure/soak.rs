@@ -359,6 +359,8 @@ pub struct Tally {
     failed_in: Vec<u32>,
     /// Answers with an error status, by status.
     failed_statuses: std::collections::BTreeMap<u16, u64>,
+    /// Every answered request by the millisecond its client stamped it due.
+    stamped: Vec<u32>,
     first: (f64, f64, Histogram<u64>),
     last: (f64, f64, Histogram<u64>),
 }
@@ -382,6 +384,8 @@ pub struct Tallied {
     pub faults: Vec<FaultOutcome>,
     /// Answers with an error status, by status, the most first.
     pub failed_statuses: Vec<(u16, u64)>,
+    /// Per second: how far behind its schedule the client was, at most, ms.
+    pub client_lag_ms: Vec<f64>,
 }
 
 impl Tally {
@@ -398,6 +402,7 @@ impl Tally {
             due_in: vec![0; bins],
             failed_in: vec![0; bins],
             failed_statuses: Default::default(),
+            stamped: vec![0; duration_s as usize * 1000 + 5000],
             first: (first.0, first.1, histogram()),
             last: (last.0, last.1, histogram()),
         }
@@ -407,6 +412,9 @@ impl Tally {
     /// status and by when it was due, and left out of the rate's recovery (a server that
     /// answers 503 at once while its database is down has not recovered).
     pub fn add(&mut self, r: Record) {
+        if let Some(n) = self.stamped.get_mut((r.due_s * 1000.0) as usize) {
+            *n += 1;
+        }
         if !(200..300).contains(&r.status) {
             *self.failed_statuses.entry(r.status).or_default() += 1;
             if let Some(n) = self.failed_in.get_mut((r.due_s * 10.0) as usize) {
@@ -440,6 +448,8 @@ impl Tally {
         // made rate × duration due), where a window's is an estimate. No fault can have lost
         // more than the run did.
         let answered: u64 = self.due_in.iter().map(|&n| u64::from(n)).sum();
+        let mut client_lag_ms = schedule_lag_ms(&self.stamped, self.rate);
+        client_lag_ms.resize(self.duration_s as usize, 0.0);
         let unanswered =
             (u64::from(self.rate) * u64::from(self.duration_s)).saturating_sub(answered);
         let faults = hits
@@ -478,6 +488,11 @@ impl Tally {
                     failed: u64::from(failed),
                     recovered_after_ms: back.map(|b| ((b - from_bin) * 100) as u64),
                     p99_after_ms: p99_ms(&after),
+                    client_lag_ms: client_lag_ms
+                        .iter()
+                        .skip(first_s)
+                        .take(5)
+                        .fold(0.0, |a: f64, &b| a.max(b)),
                 }
             })
             .collect();
@@ -495,8 +510,53 @@ impl Tally {
                 by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 by
             },
+            client_lag_ms,
         }
     }
+}
+
+/// Per second, how far behind an open loop's schedule its client stamped requests, at
+/// most, in ms, from how many it stamped each millisecond (`stamped[i]`: in `i .. i + 1`
+/// ms).
+///
+/// oha sleeps until each request's place in the schedule (`start + i / rate`) and stamps
+/// it due when it wakes, so a scheduler that was kept off its CPU for 50 ms stamps the 50
+/// ms of requests it owes with the moment it woke — their waits, which latency is counted
+/// from, begin up to 50 ms late, and nothing in its report says so. What shows is the
+/// debt: `g(t)`, the requests stamped before t over the rate, less t, stays level while
+/// the client keeps its schedule, sinks while it stamps nothing it owes, and climbs back as
+/// it stamps the debt at once. The lag at t is how far `g` climbs back within the next
+/// second, less what counting by milliseconds can add (a request's spacing and one
+/// millisecond): never more than the real lag. Requests the client recorded no answer
+/// for (errors) lower `g` for good and are not climbed back: no lag.
+pub fn schedule_lag_ms(stamped: &[u32], rate: u32) -> Vec<f64> {
+    let rate = f64::from(rate.max(1));
+    let slack = 1.0 / rate + 0.001;
+    let mut count = 0u64;
+    let g: Vec<f64> = (0..=stamped.len())
+        .map(|b| {
+            let here = count as f64 / rate - b as f64 / 1000.0;
+            count += u64::from(stamped.get(b).copied().unwrap_or(0));
+            here
+        })
+        .collect();
+    let mut lag = vec![0.0f64; stamped.len().div_ceil(1000)];
+    // From the end back: (b, g(b)) of the next second with g falling front to back, so
+    // the front is the highest g ahead.
+    let mut highs: std::collections::VecDeque<(usize, f64)> = Default::default();
+    for b in (0..g.len()).rev() {
+        while highs.front().is_some_and(|&(at, _)| at > b + 1000) {
+            highs.pop_front();
+        }
+        if let (Some(&(_, high)), Some(l)) = (highs.front(), lag.get_mut(b / 1000)) {
+            *l = l.max((high - g[b] - slack) * 1000.0);
+        }
+        while highs.back().is_some_and(|&(_, v)| v <= g[b]) {
+            highs.pop_back();
+        }
+        highs.push_back((b, g[b]));
+    }
+    lag
 }
 
 #[cfg(test)]
@@ -563,6 +623,49 @@ mod tests {
         feed(&mut tally, 1000, due, 5.0..6.0);
         let t = tally.finish(&[stop_at_5s(1000)]);
         assert_eq!(t.faults[0].lost, 0, "{:?}", t.faults[0]);
+    }
+
+    /// Stamps per millisecond of a client at `rate` for `seconds`, the i-th request stamped
+    /// at `stamp(i)` (s).
+    fn stamps(rate: u32, seconds: u32, stamp: impl Fn(f64) -> f64) -> Vec<u32> {
+        let mut ms = vec![0u32; seconds as usize * 1000];
+        for i in 0..rate * seconds {
+            let at = stamp(f64::from(i) / f64::from(rate));
+            if let Some(n) = ms.get_mut((at * 1000.0) as usize) {
+                *n += 1;
+            }
+        }
+        ms
+    }
+
+    /// A client on its schedule lags by nothing, whatever its rate (at 20,000 a second,
+    /// twenty requests share each millisecond); one kept off its CPU for 50 ms at 3.2 s,
+    /// which then stamps what it owes at once, lags by about 50 ms in that second only; a
+    /// lost request (no record) is no lag.
+    #[test]
+    fn a_client_behind_its_schedule_is_seen_in_the_crowding_of_its_stamps() {
+        for rate in [100, 400, 3_000, 20_000] {
+            let lag = schedule_lag_ms(&stamps(rate, 5, |due| due), rate);
+            assert!(lag.iter().all(|&l| l <= 0.0), "{rate}: {lag:?}");
+        }
+        for rate in [400, 20_000] {
+            let stalled = |due: f64| {
+                if (3.2..3.25).contains(&due) {
+                    3.25
+                } else {
+                    due
+                }
+            };
+            let lag = schedule_lag_ms(&stamps(rate, 5, stalled), rate);
+            assert!((46.0..=50.0).contains(&lag[3]), "{rate}: {lag:?}");
+            assert!(
+                lag.iter().enumerate().all(|(s, &l)| s == 3 || l <= 0.0),
+                "{lag:?}"
+            );
+        }
+        let mut lost = stamps(400, 5, |due| due);
+        lost[2000..2100].iter_mut().for_each(|n| *n = 0);
+        assert!(schedule_lag_ms(&lost, 400).iter().all(|&l| l <= 0.0));
     }
 
     /// A killed worker's share of requests never answered for 300 ms, then the rate back.

@@ -38,6 +38,12 @@ pub struct Second {
     /// loop whose client is saturated sends late, and the lateness is counted as latency.
     #[serde(default)]
     pub client_cpu_pct: f64,
+    /// How far behind its schedule the client stamped requests in this second, at most,
+    /// ms ([`crate::measure::soak::schedule_lag_ms`]): oha stamps a request due when its
+    /// scheduler wakes for it, so a starved client's waits, and the p99 above, are short
+    /// by up to this.
+    #[serde(default)]
+    pub client_lag_ms: f64,
 }
 
 /// A fault `--chaos` injects: `kill-worker@30s`, `stop-worker@60s:2s` (`stop` for short),
@@ -146,6 +152,10 @@ pub struct FaultOutcome {
     pub recovered_after_ms: Option<u64>,
     /// The p99 of the requests due in the 5 s after the fault, ms.
     pub p99_after_ms: Option<f64>,
+    /// How far behind its schedule the client fell in those 5 s, at most, ms: the p99 above
+    /// is short by up to this (see [`Second::client_lag_ms`]).
+    #[serde(default)]
+    pub client_lag_ms: f64,
 }
 
 /// One server's soak.

@@ -241,6 +241,7 @@ fn one(setup: &Setup, target: &Target, spec: &CellSpec) -> Soak {
                 p99_ms,
                 steal_pct: sample.map_or(0.0, |s| s.steal_pct),
                 client_cpu_pct: sample.map_or(0.0, |s| s.client_cpu_pct),
+                client_lag_ms: tallied.client_lag_ms.get(at).copied().unwrap_or(0.0),
             }
         })
         .collect();

@@ -159,6 +159,7 @@ pub fn write_files(dir: &Path, results: &Results) -> Result<(), String> {
                 cpu_pct: s.cpu_pct,
                 steal_pct: s.steal_pct,
                 client_cpu_pct: s.client_cpu_pct,
+                client_lag_ms: s.client_lag_ms,
                 answered: s.answered,
                 p99_ms: s.p99_ms,
             })
@@ -181,6 +182,7 @@ struct SoakSecond<'a> {
     cpu_pct: f64,
     steal_pct: f64,
     client_cpu_pct: f64,
+    client_lag_ms: f64,
     answered: u64,
     p99_ms: Option<f64>,
 }

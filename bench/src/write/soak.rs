@@ -152,7 +152,15 @@ pub fn faults_table(rows: &[Soak]) -> String {
                 },
                 f.recovered_after_ms
                     .map_or("not within the soak".into(), |ms| format!("{ms} ms")),
-                f.p99_after_ms.map_or("–".into(), |v| format!("{v:.2}")),
+                match f.p99_after_ms {
+                    None => "–".into(),
+                    // Worth saying once the lag is a tenth of the figure or 5 ms.
+                    Some(v) if f.client_lag_ms >= (v / 10.0).min(5.0) => format!(
+                        "{v:.2} (the client up to {:.0} ms behind its schedule: short by up to that)",
+                        f.client_lag_ms
+                    ),
+                    Some(v) => format!("{v:.2}"),
+                },
                 r.expected
             );
         }
