@@ -288,15 +288,26 @@ pub fn listening_on(port: u16) -> Vec<i32> {
         .collect()
 }
 
-/// After a peer's main process exited before `addr` accepted: whether it daemonized — a
-/// process outside its group now listens there (the port was free at the start). Such a
-/// peer cannot be measured (its processes are nobody's descendants here) nor stopped by
-/// its group, so it is stopped now, with every process of its own group and tree, and
-/// the error says how to run it instead. Waits up to a second for the daemon to bind.
-fn daemon_on(addr: SocketAddr) -> Option<String> {
+/// A process's start time, in clock ticks since boot.
+fn start_time(pid: i32) -> Option<u64> {
+    stat_fields(Path::new(&format!("/proc/{pid}")))?
+        .get(STARTTIME)?
+        .parse()
+        .ok()
+}
+
+/// After a peer's main process (born at `born`, [`start_time`]) exited before `addr`
+/// accepted: whether it daemonized — a process born since now listens there (the port
+/// was free at the start). Such a peer cannot be measured (its processes are nobody's
+/// descendants here) nor stopped by its group, so it is stopped now, with every process
+/// of its own group and tree, and the error says how to run it instead. Waits up to a
+/// second for the daemon to bind.
+fn daemon_on(addr: SocketAddr, born: u64) -> Option<String> {
     let deadline = Instant::now() + Duration::from_secs(1);
     let pids = loop {
-        let pids = listening_on(addr.port());
+        let mut pids = listening_on(addr.port());
+        // Never a process that was there before the peer: it is not the peer's.
+        pids.retain(|&p| start_time(p).is_some_and(|t| t >= born));
         if !pids.is_empty() || Instant::now() >= deadline {
             break pids;
         }
@@ -574,13 +585,15 @@ impl Launch {
         let mut server = self.spawn()?;
         server.addr = addr;
         server.signal_group = true;
+        // When it was born, before anything reaps it: a daemon it leaves is born after.
+        let born = start_time(server.pid()).unwrap_or(u64::MAX);
         let started = Instant::now();
         while started.elapsed() < START_TIMEOUT {
             if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                 return Ok(server);
             }
             if !server.alive() {
-                if let Some(daemon) = daemon_on(addr) {
+                if let Some(daemon) = daemon_on(addr, born) {
                     return Err(daemon);
                 }
                 server.await_eof();
