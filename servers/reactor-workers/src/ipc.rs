@@ -69,8 +69,11 @@ impl<'a> Cursor<'a> {
         self.take(n)
     }
 
-    fn string(&mut self) -> io::Result<String> {
-        Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
+    /// Text as it lies in the frame: borrowed, copied only where it is not UTF-8 (the
+    /// codec hands over `&str`s, so never from a reactor). What is kept is copied once,
+    /// by whoever keeps it.
+    fn text(&mut self) -> io::Result<std::borrow::Cow<'a, str>> {
+        Ok(String::from_utf8_lossy(self.bytes()?))
     }
 }
 
@@ -123,11 +126,11 @@ pub fn decode_request(payload: &[u8]) -> io::Result<(u64, Request)> {
     } else {
         Version::Http11
     };
-    let target = c.string()?;
+    let target = c.text()?;
     let mut req = Request::new(method, version, &target).ok_or_else(bad)?;
     for _ in 0..c.u16()? {
-        let name = c.string()?;
-        let value = c.string()?;
+        let name = c.text()?;
+        let value = c.text()?;
         req.push_header(&name, &value);
     }
     Ok((token, req))
@@ -156,7 +159,7 @@ pub fn decode_response(payload: &[u8]) -> io::Result<(u64, Response)> {
     let mut c = Cursor(payload);
     let token = c.u64()?;
     let status = c.u16()?;
-    let content_type = c.string()?;
+    let content_type = c.text()?;
     let content_type = KNOWN_TYPES
         .iter()
         .find(|t| **t == content_type)
@@ -164,10 +167,10 @@ pub fn decode_response(payload: &[u8]) -> io::Result<(u64, Response)> {
         .unwrap_or("application/octet-stream");
     let mut headers = Vec::new();
     for _ in 0..c.u16()? {
-        let name = c.string()?;
-        let value = c.string()?;
+        let name = c.text()?;
+        let value = c.text()?;
         if let Some(known) = KNOWN_HEADERS.iter().find(|h| **h == name) {
-            headers.push((*known, value));
+            headers.push((*known, value.into_owned()));
         }
     }
     let body = c.bytes()?.to_vec();
