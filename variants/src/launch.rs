@@ -251,10 +251,10 @@ fn signal_all(processes: &[(i32, String)], signal: libc::c_int) {
     }
 }
 
-/// The processes with a socket listening on `port` (any address) in this network
-/// namespace, from /proc/net/tcp{,6} and every process's descriptors.
-pub fn listening_on(port: u16) -> Vec<i32> {
-    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+/// The inodes of the TCP sockets listening on `port` (any address) in this network
+/// namespace, from /proc/net/tcp and tcp6.
+pub fn listening_inodes(port: u16) -> Vec<String> {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|table| std::fs::read_to_string(table).ok())
         .flat_map(|text| {
@@ -264,15 +264,24 @@ pub fn listening_on(port: u16) -> Vec<i32> {
                     // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
                     let f: Vec<&str> = line.split_whitespace().collect();
                     let local_port = f.get(1)?.rsplit(':').next()?;
-                    let inode = f.get(9)?;
                     let listening = *f.get(3)? == "0A";
+                    let inode = f.get(9)?;
                     (listening && u16::from_str_radix(local_port, 16).ok()? == port)
-                        .then(|| format!("socket:[{inode}]"))
+                        .then(|| inode.to_string())
                 })
                 .collect::<Vec<_>>()
         })
+        .collect()
+}
+
+/// The processes holding a socket that listens on `port` ([`listening_inodes`]), from
+/// every process's descriptors.
+pub fn listening_on(port: u16) -> Vec<i32> {
+    let sockets: Vec<String> = listening_inodes(port)
+        .iter()
+        .map(|inode| format!("socket:[{inode}]"))
         .collect();
-    if inodes.is_empty() {
+    if sockets.is_empty() {
         return Vec::new();
     }
     processes()
@@ -283,7 +292,7 @@ pub fn listening_on(port: u16) -> Vec<i32> {
                 .flatten()
                 .flatten()
                 .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-                .any(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+                .any(|target| sockets.iter().any(|s| target.as_os_str() == s.as_str()))
         })
         .collect()
 }
