@@ -235,18 +235,21 @@ pub fn stat_fields(dir: &Path) -> Option<Vec<String>> {
     Some(after.split_whitespace().map(str::to_string).collect())
 }
 
+/// [`stat_fields`] of process `pid`.
+pub fn stat_of(pid: i32) -> Option<Vec<String>> {
+    stat_fields(Path::new(&format!("/proc/{pid}")))
+}
+
 /// Where a process's start time (in clock ticks since boot) is among [`stat_fields`].
 const STARTTIME: usize = 19;
 
 /// Sends `signal` to each process that still has the start time it was listed with.
-fn signal_all(processes: &[(i32, String)], signal: libc::c_int) {
-    for (pid, started) in processes {
-        let same = stat_fields(Path::new(&format!("/proc/{pid}")))
-            .is_some_and(|f| f.get(STARTTIME) == Some(started));
-        if same {
+fn signal_all(processes: &[(i32, u64)], signal: libc::c_int) {
+    for &(pid, started) in processes {
+        if start_time(pid) == Some(started) {
             // SAFETY: kill has no memory-safety preconditions; the pid is the process
             // listed (same start time).
-            unsafe { libc::kill(*pid, signal) };
+            unsafe { libc::kill(pid, signal) };
         }
     }
 }
@@ -299,10 +302,7 @@ pub fn listening_on(port: u16) -> Vec<i32> {
 
 /// A process's start time, in clock ticks since boot.
 fn start_time(pid: i32) -> Option<u64> {
-    stat_fields(Path::new(&format!("/proc/{pid}")))?
-        .get(STARTTIME)?
-        .parse()
-        .ok()
+    stat_of(pid)?.get(STARTTIME)?.parse().ok()
 }
 
 /// After a peer's main process (born at `born`, [`start_time`]) exited before `addr`
@@ -330,7 +330,7 @@ fn daemon_on(addr: SocketAddr, born: u64) -> Option<String> {
     let ours = unsafe { libc::getpgrp() };
     let mut stopped = Vec::new();
     for pid in pids {
-        let group = stat_fields(Path::new(&format!("/proc/{pid}")))
+        let group = stat_of(pid)
             .and_then(|f| f.get(2)?.parse::<i32>().ok())
             .filter(|&g| g > 1 && g != ours);
         if let Some(group) = group {
@@ -427,8 +427,7 @@ pub fn threads(pid: i32) -> Vec<Thread> {
 
 /// True while `pid` runs (a zombie, dead and not yet reaped, does not count).
 pub fn running(pid: i32) -> bool {
-    stat_fields(Path::new(&format!("/proc/{pid}")))
-        .is_some_and(|f| f.first().is_some_and(|state| state != "Z"))
+    stat_of(pid).is_some_and(|f| f.first().is_some_and(|state| state != "Z"))
 }
 
 /// `field` (a memory figure of /proc/PID/status such as `VmRSS` or `VmHWM`) summed over
@@ -826,14 +825,14 @@ impl Server {
     /// The server's processes outside its group (a daemon it started, adopted by its main
     /// process), each with its start time, so that a later signal cannot reach a process
     /// that took a freed pid.
-    fn strays(&self) -> Vec<(i32, String)> {
+    fn strays(&self) -> Vec<(i32, u64)> {
         let pgid = self.pid();
         tree(pgid)
             .into_iter()
             .filter_map(|pid| {
-                let f = stat_fields(Path::new(&format!("/proc/{pid}")))?;
+                let f = stat_of(pid)?;
                 let group = f.get(2)?.parse::<i32>().ok()?;
-                let started = f.get(STARTTIME)?.clone();
+                let started = f.get(STARTTIME)?.parse().ok()?;
                 (group != pgid).then_some((pid, started))
             })
             .collect()

@@ -42,11 +42,6 @@ fn clock_ticks() -> f64 {
     }
 }
 
-/// Fields of /proc/PID/stat after the command name.
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    launch::stat_fields(Path::new(&format!("/proc/{pid}")))
-}
-
 pub use launch::tree;
 
 /// CPU time of the processes (every thread included: the process-level stat sums them)
@@ -100,7 +95,7 @@ pub fn cpu_spent(before: &[(i32, f64)], after: &[(i32, f64)]) -> f64 {
 /// same way for any server, one that keeps no counts of its own included.
 pub fn worker_cpu(pids: &[i32], rule: Workers) -> Result<Vec<(i32, f64)>, String> {
     let ticks = clock_ticks();
-    let parent = |pid: i32| stat_fields(pid).and_then(|f| f.get(1)?.parse::<i32>().ok());
+    let parent = |pid: i32| launch::stat_of(pid).and_then(|f| f.get(1)?.parse::<i32>().ok());
     let parents: Vec<Option<i32>> = pids.iter().map(|&p| parent(p)).collect();
     let leaves: Vec<i32> = pids
         .iter()
